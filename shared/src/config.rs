@@ -1,0 +1,331 @@
+//! Configuration from `MCPT_*` environment variables, each paired with a default that works
+//! on one machine (STYLE.md §6).
+//!
+//! Parsing reads through [`Source`] so tests pass a map; a bad value yields a [`ConfigError`]
+//! naming the variable, the value and what was expected, and binaries exit 64 with it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Redis to use. A `redis://` URL.
+pub const ENV_REDIS_URL: &str = "MCPT_REDIS_URL";
+/// Default Redis: the local one.
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+/// Address the gateway listens on. `127.0.0.1:0` picks a free port.
+pub const ENV_LISTEN_ADDR: &str = "MCPT_LISTEN_ADDR";
+/// Default listen address (loopback only).
+pub const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:8080";
+/// Largest accepted request body, in bytes.
+pub const ENV_MAX_BODY_BYTES: &str = "MCPT_MAX_BODY_BYTES";
+/// Default body limit: 1 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 20;
+/// Comma-separated extra `Origin` values allowed besides loopback origins.
+pub const ENV_ALLOWED_ORIGINS: &str = "MCPT_ALLOWED_ORIGINS";
+/// How long a synchronous `tools/call` waits for its result.
+pub const ENV_SYNC_TIMEOUT: &str = "MCPT_SYNC_TIMEOUT";
+/// Default synchronous wait: 5 minutes.
+pub const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long an `auto` tool may run before the client gets a task handle instead.
+pub const ENV_AUTO_WAIT: &str = "MCPT_AUTO_WAIT";
+/// Default `auto` budget.
+pub const DEFAULT_AUTO_WAIT: Duration = Duration::from_millis(250);
+/// Task lifetime when a tool sets none.
+pub const ENV_DEFAULT_TTL: &str = "MCPT_DEFAULT_TTL";
+/// Default task lifetime: 1 hour.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(3600);
+/// Upper bound on any task lifetime.
+pub const ENV_MAX_TTL: &str = "MCPT_MAX_TTL";
+/// Default bound: 7 days.
+pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Suggested poll interval when a tool sets none.
+pub const ENV_POLL_INTERVAL: &str = "MCPT_POLL_INTERVAL";
+/// Default poll interval.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
+/// Jobs a worker runs at once (tasks waiting for input do not count).
+pub const ENV_CONCURRENCY: &str = "MCPT_CONCURRENCY";
+/// Default concurrency.
+pub const DEFAULT_CONCURRENCY: usize = 32;
+/// Comma-separated queues a worker serves.
+pub const ENV_QUEUES: &str = "MCPT_QUEUES";
+/// Default queue.
+pub const DEFAULT_QUEUE: &str = "default";
+/// Comma-separated built-in tool packs a worker offers (`demo`, `conformance`).
+pub const ENV_TOOLS: &str = "MCPT_TOOLS";
+/// Default tool packs.
+pub const DEFAULT_TOOLS: &str = "demo";
+/// How long running work may take to finish after SIGTERM.
+pub const ENV_SHUTDOWN_GRACE: &str = "MCPT_SHUTDOWN_GRACE";
+/// Default grace: 30 s.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+/// Log format: `text` or `json`.
+pub const ENV_LOG_FORMAT: &str = "MCPT_LOG_FORMAT";
+
+/// A bad configuration value.
+#[derive(Debug, thiserror::Error)]
+#[error("{var}={value:?}: expected {expected}")]
+pub struct ConfigError {
+    /// The variable.
+    pub var: &'static str,
+    /// The value found.
+    pub value: String,
+    /// What was expected.
+    pub expected: &'static str,
+}
+
+/// Where variables come from: the process environment or, in tests, a map.
+pub trait Source {
+    /// The value of `name`, if set and non-empty.
+    fn get(&self, name: &str) -> Option<String>;
+}
+
+/// The process environment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Env;
+
+impl Source for Env {
+    fn get(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+    }
+}
+
+impl Source for HashMap<&str, &str> {
+    fn get(&self, name: &str) -> Option<String> {
+        HashMap::get(self, name).map(|v| (*v).to_owned())
+    }
+}
+
+fn parsed<T>(
+    src: &dyn Source,
+    var: &'static str,
+    default: T,
+    expected: &'static str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<T, ConfigError> {
+    match src.get(var) {
+        None => Ok(default),
+        Some(value) => parse(value.trim()).ok_or(ConfigError { var, value, expected }),
+    }
+}
+
+/// Parse `250ms`, `30s`, `5m`, `1h`, `2d`.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let split = s.find(|c: char| !c.is_ascii_digit())?;
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let ms = match unit {
+        "ms" => n,
+        "s" => n.checked_mul(1000)?,
+        "m" => n.checked_mul(60_000)?,
+        "h" => n.checked_mul(3_600_000)?,
+        "d" => n.checked_mul(86_400_000)?,
+        _ => return None,
+    };
+    Some(Duration::from_millis(ms))
+}
+
+fn list(s: &str) -> Option<Vec<String>> {
+    let items: Vec<String> = s.split(',').map(str::trim).filter(|x| !x.is_empty()).map(str::to_owned).collect();
+    (!items.is_empty()).then_some(items)
+}
+
+fn redis_url(src: &dyn Source) -> Result<String, ConfigError> {
+    parsed(src, ENV_REDIS_URL, DEFAULT_REDIS_URL.to_owned(), "a redis:// or rediss:// URL", |s| {
+        (s.starts_with("redis://") || s.starts_with("rediss://") || s.starts_with("unix://"))
+            .then(|| s.to_owned())
+    })
+}
+
+/// Task lifetime and polling defaults, shared by the gateway (bounds) and workers (tool defaults).
+#[derive(Debug, Clone)]
+pub struct TaskDefaults {
+    /// `MCPT_DEFAULT_TTL`, default 1h.
+    pub ttl: Duration,
+    /// `MCPT_MAX_TTL`, default 7d.
+    pub max_ttl: Duration,
+    /// `MCPT_POLL_INTERVAL`, default 500ms.
+    pub poll_interval: Duration,
+}
+
+impl TaskDefaults {
+    /// Read from `src`.
+    ///
+    /// # Errors
+    /// A variable that is not a duration, or a default TTL above the maximum.
+    pub fn from_source(src: &dyn Source) -> Result<Self, ConfigError> {
+        const DUR: &str = "a duration like 500ms, 30s, 5m or 1h";
+        let ttl = parsed(src, ENV_DEFAULT_TTL, DEFAULT_TTL, DUR, parse_duration)?;
+        let max_ttl = parsed(src, ENV_MAX_TTL, DEFAULT_MAX_TTL, DUR, parse_duration)?;
+        let poll_interval = parsed(src, ENV_POLL_INTERVAL, DEFAULT_POLL_INTERVAL, DUR, |s| {
+            parse_duration(s).filter(|d| !d.is_zero())
+        })?;
+        if ttl > max_ttl || ttl.is_zero() {
+            return Err(ConfigError {
+                var: ENV_DEFAULT_TTL,
+                value: format!("{}ms", ttl.as_millis()),
+                expected: "a non-zero duration no larger than MCPT_MAX_TTL",
+            });
+        }
+        Ok(TaskDefaults { ttl, max_ttl, poll_interval })
+    }
+}
+
+/// Gateway configuration.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// `MCPT_REDIS_URL`, default `redis://127.0.0.1:6379`.
+    pub redis_url: String,
+    /// `MCPT_LISTEN_ADDR`, default `127.0.0.1:8080`.
+    pub listen_addr: SocketAddr,
+    /// `MCPT_MAX_BODY_BYTES`, default 1 MiB.
+    pub max_body_bytes: usize,
+    /// `MCPT_ALLOWED_ORIGINS`, extra allowed `Origin`s (loopback origins are always allowed).
+    pub allowed_origins: Vec<String>,
+    /// `MCPT_SYNC_TIMEOUT`, default 5m.
+    pub sync_timeout: Duration,
+    /// `MCPT_AUTO_WAIT`, default 250ms.
+    pub auto_wait: Duration,
+    /// `MCPT_SHUTDOWN_GRACE`, default 30s: in-flight requests get this long.
+    pub shutdown_grace: Duration,
+    /// TTL bounds.
+    pub tasks: TaskDefaults,
+}
+
+const DURATION: &str = "a duration like 500ms, 30s, 5m or 1h";
+
+impl GatewayConfig {
+    /// Read from the process environment.
+    ///
+    /// # Errors
+    /// The first bad variable.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_source(&Env)
+    }
+
+    /// Read from `src`.
+    ///
+    /// # Errors
+    /// The first bad variable.
+    pub fn from_source(src: &dyn Source) -> Result<Self, ConfigError> {
+        Ok(GatewayConfig {
+            redis_url: redis_url(src)?,
+            listen_addr: parsed(
+                src,
+                ENV_LISTEN_ADDR,
+                DEFAULT_LISTEN_ADDR.parse().expect("default listen address parses"),
+                "an address like 127.0.0.1:8080",
+                |s| s.parse().ok(),
+            )?,
+            max_body_bytes: parsed(src, ENV_MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES, "a byte count ≥ 1024", |s| {
+                s.parse().ok().filter(|n| *n >= 1024)
+            })?,
+            allowed_origins: parsed(src, ENV_ALLOWED_ORIGINS, Vec::new(), "a comma-separated list of origins", list)?,
+            sync_timeout: parsed(src, ENV_SYNC_TIMEOUT, DEFAULT_SYNC_TIMEOUT, DURATION, parse_duration)?,
+            auto_wait: parsed(src, ENV_AUTO_WAIT, DEFAULT_AUTO_WAIT, DURATION, parse_duration)?,
+            shutdown_grace: parsed(src, ENV_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_GRACE, DURATION, parse_duration)?,
+            tasks: TaskDefaults::from_source(src)?,
+        })
+    }
+}
+
+/// Worker configuration.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// `MCPT_REDIS_URL`, default `redis://127.0.0.1:6379`.
+    pub redis_url: String,
+    /// `MCPT_CONCURRENCY`, default 32: jobs running at once.
+    pub concurrency: usize,
+    /// `MCPT_QUEUES`, default `default`.
+    pub queues: Vec<String>,
+    /// `MCPT_TOOLS`, default `demo`: built-in packs to offer.
+    pub tools: Vec<String>,
+    /// `MCPT_SHUTDOWN_GRACE`, default 30s.
+    pub shutdown_grace: Duration,
+    /// Tool TTL and poll defaults.
+    pub tasks: TaskDefaults,
+}
+
+impl WorkerConfig {
+    /// Read from the process environment.
+    ///
+    /// # Errors
+    /// The first bad variable.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_source(&Env)
+    }
+
+    /// Read from `src`.
+    ///
+    /// # Errors
+    /// The first bad variable.
+    pub fn from_source(src: &dyn Source) -> Result<Self, ConfigError> {
+        let name_list = |s: &str| {
+            list(s).filter(|items| {
+                items
+                    .iter()
+                    .all(|q| q.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
+            })
+        };
+        Ok(WorkerConfig {
+            redis_url: redis_url(src)?,
+            concurrency: parsed(src, ENV_CONCURRENCY, DEFAULT_CONCURRENCY, "an integer from 1 to 10000", |s| {
+                s.parse().ok().filter(|n| (1..=10_000).contains(n))
+            })?,
+            queues: parsed(
+                src,
+                ENV_QUEUES,
+                vec![DEFAULT_QUEUE.to_owned()],
+                "a comma-separated list of queue names ([A-Za-z0-9._-])",
+                name_list,
+            )?,
+            tools: parsed(
+                src,
+                ENV_TOOLS,
+                vec![DEFAULT_TOOLS.to_owned()],
+                "a comma-separated list of tool packs (demo, conformance)",
+                |s| name_list(s).filter(|packs| packs.iter().all(|p| p == "demo" || p == "conformance")),
+            )?,
+            shutdown_grace: parsed(src, ENV_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_GRACE, DURATION, parse_duration)?,
+            tasks: TaskDefaults::from_source(src)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_work_on_one_machine() {
+        let empty: HashMap<&str, &str> = HashMap::new();
+        let g = GatewayConfig::from_source(&empty).unwrap();
+        assert_eq!(g.redis_url, "redis://127.0.0.1:6379");
+        assert_eq!(g.listen_addr.to_string(), "127.0.0.1:8080");
+        let w = WorkerConfig::from_source(&empty).unwrap();
+        assert_eq!(w.queues, vec!["default"]);
+        assert_eq!(w.tools, vec!["demo"]);
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        let src = HashMap::from([(ENV_CONCURRENCY, "lots")]);
+        let e = WorkerConfig::from_source(&src).unwrap_err();
+        assert_eq!(e.to_string(), "MCPT_CONCURRENCY=\"lots\": expected an integer from 1 to 10000");
+        let src = HashMap::from([(ENV_LISTEN_ADDR, "localhost")]);
+        assert_eq!(GatewayConfig::from_source(&src).unwrap_err().var, ENV_LISTEN_ADDR);
+        let src = HashMap::from([(ENV_TOOLS, "demo,nope")]);
+        assert_eq!(WorkerConfig::from_source(&src).unwrap_err().var, ENV_TOOLS);
+        let src = HashMap::from([(ENV_DEFAULT_TTL, "2d"), (ENV_MAX_TTL, "1d")]);
+        assert_eq!(TaskDefaults::from_source(&src).unwrap_err().var, ENV_DEFAULT_TTL);
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("30s"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("10"), None);
+        assert_eq!(parse_duration("ten"), None);
+        assert_eq!(parse_duration("5x"), None);
+    }
+}

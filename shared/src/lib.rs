@@ -1,0 +1,16 @@
+//! Shared by the mcp-tasks gateway and worker.
+//!
+//! - [`protocol`]: wire types of MCP 2026-07-28 and the Tasks extension (the only place a
+//!   JSON field name or error code is spelled).
+//! - [`store`]: everything that knows Redis — keys, Lua scripts, streams, pub/sub.
+//! - [`schema`]: the JSON Schema subset used to validate tool arguments.
+//! - [`config`]: `MCPT_*` variables and their defaults.
+//! - [`telemetry`]: log subscriber setup.
+//! - [`shutdown`]: OS signals to a cancellation token.
+
+pub mod config;
+pub mod protocol;
+pub mod schema;
+pub mod shutdown;
+pub mod store;
+pub mod telemetry;

@@ -1,0 +1,92 @@
+//! Tools (base-protocol.md §8): the `Tool` listing entry and `CallToolResult`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// A `Tool` as listed by `tools/list` (B-28). Extra members a tool author sets (`title`,
+/// `annotations`, `outputSchema`, `icons`, `_meta`) ride in `extra` unchanged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tool {
+    /// Unique name, 1–128 chars of `A-Z a-z 0-9 _ - .`.
+    pub name: String,
+    /// Hint for the model.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// JSON Schema of the arguments; root `type` is `"object"`.
+    pub input_schema: Value,
+    /// Any other members, passed through.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, Value>,
+}
+
+/// `CallToolResult` (§8.4). `resultType` is added on the wire (T-23).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallToolResult {
+    /// Always `"complete"` on what this server emits.
+    #[serde(default = "complete")]
+    pub result_type: String,
+    /// Unstructured output blocks (B-31).
+    pub content: Vec<Value>,
+    /// Structured output; must match `outputSchema` when one is declared (B-30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<Value>,
+    /// Tool-level failure (T-21): the task is still `completed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+}
+
+fn complete() -> String {
+    "complete".to_owned()
+}
+
+impl CallToolResult {
+    /// A successful result with one text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        CallToolResult {
+            result_type: complete(),
+            content: vec![text_block(text)],
+            structured_content: None,
+            is_error: None,
+        }
+    }
+
+    /// A tool-level error with one text block (`isError: true`).
+    pub fn error_text(text: impl Into<String>) -> Self {
+        CallToolResult {
+            is_error: Some(true),
+            ..CallToolResult::text(text)
+        }
+    }
+
+    /// Attach structured content and mirror it as a text block (B-30 SHOULD).
+    pub fn with_structured(mut self, value: Value) -> Self {
+        self.content.push(text_block(value.to_string()));
+        self.structured_content = Some(value);
+        self
+    }
+}
+
+/// A `text` content block.
+pub fn text_block(text: impl Into<String>) -> Value {
+    json!({ "type": "text", "text": text.into() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_extra_members_pass_through() {
+        let raw = json!({"name": "a", "description": "d", "inputSchema": {"type": "object"}, "title": "A"});
+        let tool: Tool = serde_json::from_value(raw.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&tool).unwrap(), raw);
+    }
+
+    #[test]
+    fn error_result_carries_result_type_and_is_error() {
+        let v = serde_json::to_value(CallToolResult::error_text("no")).unwrap();
+        assert_eq!(v, json!({"resultType": "complete", "content": [{"type": "text", "text": "no"}], "isError": true}));
+    }
+}

@@ -1,0 +1,34 @@
+//! OS signals → a [`CancellationToken`] (STYLE.md §7).
+
+use tokio_util::sync::CancellationToken;
+
+/// A token cancelled on SIGINT or SIGTERM (Kubernetes sends SIGTERM to start a graceful
+/// shutdown). Components take child tokens.
+pub fn on_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let fire = token.clone();
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot listen for SIGTERM");
+                    let _ = ctrl_c.await;
+                    fire.cancel();
+                    return;
+                }
+            };
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        tracing::info!("shutdown signal received");
+        fire.cancel();
+    });
+    token
+}

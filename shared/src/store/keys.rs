@@ -1,0 +1,44 @@
+//! Every Redis key, channel and stream name, built in one function each.
+//!
+//! The hash-tag braces are written here and nowhere else: all keys of one task share the
+//! tag `{ID}`, so in Redis Cluster they live in one slot with the task's event channel.
+
+/// `mcpt:task:{ID}` — the task hash.
+pub fn task_key(task_id: &str) -> String {
+    format!("mcpt:task:{{{task_id}}}")
+}
+
+/// `mcpt:events:{ID}` — the channel a task's state is published on after each change.
+pub fn events_channel(task_id: &str) -> String {
+    format!("mcpt:events:{{{task_id}}}")
+}
+
+/// The task id inside a channel name built by [`events_channel`].
+pub fn task_of_channel(channel: &str) -> Option<&str> {
+    channel.strip_prefix("mcpt:events:{")?.strip_suffix('}')
+}
+
+/// `mcpt:queue:{NAME}` — the job stream of one queue.
+pub fn queue_key(queue: &str) -> String {
+    format!("mcpt:queue:{{{queue}}}")
+}
+
+/// `mcpt:tools` — hash of tool advertisements (tool name → JSON), written by live workers.
+pub const TOOLS_KEY: &str = "mcpt:tools";
+
+/// The consumer group every queue stream has.
+pub const GROUP: &str = "workers";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_keys_share_one_hash_tag() {
+        assert_eq!(task_key("tsk_a"), "mcpt:task:{tsk_a}");
+        assert_eq!(events_channel("tsk_a"), "mcpt:events:{tsk_a}");
+        assert_eq!(task_of_channel(&events_channel("tsk_a")), Some("tsk_a"));
+        assert_eq!(task_of_channel("other"), None);
+        assert_eq!(queue_key("default"), "mcpt:queue:{default}");
+    }
+}

@@ -1,0 +1,606 @@
+//! The only code that knows Redis: key names, Lua scripts, stream fields (STYLE.md §4).
+//!
+//! | key | type | content | written by | expiry |
+//! | --- | --- | --- | --- | --- |
+//! | `mcpt:task:{ID}` | hash | status msg created updated ttl poll ver owner tool queue result error cancel fence worker pending `in:KEY` `ans:KEY` | scripts only | `PEXPIREAT created + ttl` |
+//! | `mcpt:queue:{NAME}` | stream, group `workers` | `task` id, `job` JSON (tool, arguments, capabilities, MRTR answers, trace context) | create script; XACK + XDEL by start/finish scripts | entries deleted once done |
+//! | `mcpt:events:{ID}` | channel | the whole task hash as a flat JSON array, after each change | scripts | — |
+//! | `mcpt:tools` | hash | tool name → [`registry::ToolAdvert`] JSON | workers' heartbeats | stale after 15 s |
+//!
+//! Every state change is one script (`scripts/*.lua`): it checks the current status (terminal
+//! states never change), checks the fencing token where a worker writes, moves
+//! `lastUpdatedAt`, bumps `ver` and publishes the new state, atomically.
+//! Callers speak domain verbs and get domain types; no `redis::Value` escapes.
+
+pub mod events;
+pub mod keys;
+pub mod record;
+pub mod registry;
+mod scripts;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::streams::{StreamReadOptions, StreamReadReply};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use record::TaskRecord;
+use registry::ToolAdvert;
+
+/// A failure talking to Redis or reading what it holds.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Redis could not be reached or answered with an error.
+    #[error("redis unavailable")]
+    Redis(#[source] redis::RedisError),
+    /// A script refused a request that breaks an invariant (a reused input key).
+    #[error("{0}")]
+    Rejected(String),
+    /// Redis answered something this version does not understand.
+    #[error("unexpected reply from redis: {0}")]
+    Corrupt(String),
+}
+
+impl From<redis::RedisError> for StoreError {
+    fn from(e: redis::RedisError) -> Self {
+        if e.code() == Some("KEYREUSE") {
+            StoreError::Rejected(e.detail().unwrap_or("input key reused").to_owned())
+        } else {
+            StoreError::Redis(e)
+        }
+    }
+}
+
+/// Result alias for store calls.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// What the gateway stores for a new task and its job.
+#[derive(Debug, Clone)]
+pub struct NewTask<'a> {
+    /// Fresh id from [`new_task_id`].
+    pub id: &'a str,
+    /// Lifetime; `None` never expires.
+    pub ttl_ms: Option<u64>,
+    /// Suggested poll interval.
+    pub poll_ms: u64,
+    /// Principal digest.
+    pub owner: &'a str,
+    /// Queue to enqueue on.
+    pub queue: &'a str,
+    /// The job.
+    pub job: &'a Job,
+}
+
+/// The stream entry a worker runs: everything the handler needs besides the task hash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// Tool name.
+    pub tool: String,
+    /// Validated arguments.
+    pub args: Value,
+    /// Client capabilities of the originating `tools/call` (T-45).
+    pub caps: Value,
+    /// Answers to the tool's MRTR round, if it has one.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub pre: serde_json::Map<String, Value>,
+    /// W3C `traceparent` of the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+}
+
+/// A job read from a queue.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// Queue name.
+    pub queue: String,
+    /// Stream entry id.
+    pub entry: String,
+    /// Task id.
+    pub task_id: String,
+    /// The job, or why it could not be decoded.
+    pub job: Result<Job, String>,
+}
+
+/// Outcome of [`Store::start`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Start {
+    /// Run the handler; writes must carry this fencing token.
+    Run {
+        /// Fencing token.
+        fence: u64,
+    },
+    /// Nothing to run (gone, terminal, or cancelled before start); the entry was acknowledged.
+    Skip(String),
+}
+
+/// Outcome of a worker's write ([`Store::set_message`], [`Store::ask`], [`Store::finish`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    /// Written.
+    Ok,
+    /// The task hash is gone (expired).
+    Gone,
+    /// The task is already terminal (e.g. cancelled while waiting for input).
+    Terminal,
+    /// Another worker holds the task now; this one must stop.
+    Fenced,
+}
+
+/// Outcome of [`Store::ask`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ask {
+    /// Every key has an answer (key → answer JSON), in request order.
+    Answered(Vec<(String, String)>),
+    /// At least one key is outstanding; wait for the task's events.
+    Waiting,
+    /// The write was refused.
+    Refused(Write),
+}
+
+/// Outcome of [`Store::answer`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Answers recorded (or ignored: keys not outstanding, terminal task).
+    Ok,
+    /// No such task for this owner.
+    NotFound,
+    /// The answer for an outstanding key has the wrong shape; nothing was recorded.
+    Invalid {
+        /// The key.
+        key: String,
+        /// The method of the request it answers.
+        method: String,
+    },
+}
+
+/// How a worker ends a task.
+#[derive(Debug, Clone)]
+pub enum Finish {
+    /// `completed` with this `CallToolResult` JSON.
+    Completed(String),
+    /// `failed` with this JSON-RPC error JSON and status message.
+    Failed {
+        /// Error object JSON.
+        error: String,
+        /// Status message.
+        message: String,
+    },
+    /// `cancelled`.
+    Cancelled,
+}
+
+/// A fresh task id: `tsk_` + 22 base64url chars of a v4 UUID (122 CSPRNG bits, T-42).
+pub fn new_task_id() -> String {
+    use base64::Engine as _;
+    let raw = uuid::Uuid::new_v4();
+    format!(
+        "tsk_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw.as_bytes())
+    )
+}
+
+/// Whether `id` could be a task id of this server: header-safe characters, bounded length.
+pub fn is_plausible_task_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Timeouts for ordinary commands (blocking reads use their own connection).
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest `BLOCK` a [`JobReader`] may ask for.
+pub const READ_BLOCK: Duration = Duration::from_secs(2);
+
+/// Handle to Redis: cheap to clone, reconnects by itself.
+#[derive(Clone)]
+pub struct Store {
+    client: redis::Client,
+    con: ConnectionManager,
+    scripts: std::sync::Arc<scripts::Scripts>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
+}
+
+fn flat_strings(v: Vec<redis::Value>) -> StoreResult<Vec<String>> {
+    v.into_iter()
+        .map(|x| redis::from_redis_value::<String>(x).map_err(|e| StoreError::Corrupt(e.to_string())))
+        .collect()
+}
+
+impl Store {
+    /// Connect to `url`.
+    ///
+    /// # Errors
+    /// A malformed URL, or Redis unreachable at start.
+    pub async fn connect(url: &str) -> StoreResult<Store> {
+        let client = redis::Client::open(url)?;
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_secs(2));
+        let con = ConnectionManager::new_with_config(client.clone(), config).await?;
+        Ok(Store {
+            client,
+            con,
+            scripts: std::sync::Arc::new(scripts::Scripts::load()),
+        })
+    }
+
+    /// The client, for connections of their own (pub/sub, blocking reads).
+    pub(crate) fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
+    /// Round trip to Redis (readiness).
+    ///
+    /// # Errors
+    /// Redis unreachable.
+    pub async fn ping(&self) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        let _: String = redis::cmd("PING").query_async(&mut con).await?;
+        Ok(())
+    }
+
+    /// The server's `maxmemory-policy`, to warn about evicting policies.
+    ///
+    /// # Errors
+    /// Redis unreachable.
+    pub async fn maxmemory_policy(&self) -> StoreResult<String> {
+        let mut con = self.con.clone();
+        let v: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async(&mut con).await?;
+        Ok(v.get(1).cloned().unwrap_or_default())
+    }
+
+    /// Create the task hash (with expiry) and enqueue its job, atomically; returns `createdAt` ms.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn create_task(&self, t: &NewTask<'_>) -> StoreResult<i64> {
+        let job = serde_json::to_string(t.job).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let ttl = t.ttl_ms.map(|v| v.to_string()).unwrap_or_default();
+        let mut con = self.con.clone();
+        let reply: Vec<redis::Value> = self
+            .scripts
+            .create
+            .key(keys::task_key(t.id))
+            .key(keys::queue_key(t.queue))
+            .arg(t.id)
+            .arg(ttl)
+            .arg(t.poll_ms)
+            .arg(t.owner)
+            .arg(&t.job.tool)
+            .arg(t.queue)
+            .arg(job)
+            .invoke_async(&mut con)
+            .await?;
+        let created = flat_strings(reply)?;
+        created
+            .first()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| StoreError::Corrupt("create returned no time".into()))
+    }
+
+    /// Read one task (one `HGETALL`); `None` when unknown or expired.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn get_task(&self, id: &str) -> StoreResult<Option<TaskRecord>> {
+        let mut con = self.con.clone();
+        let fields: Vec<(String, String)> = con.hgetall(keys::task_key(id)).await?;
+        Ok(TaskRecord::from_fields(id, fields))
+    }
+
+    /// Read several tasks in one pipeline.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn get_tasks(&self, ids: &[String]) -> StoreResult<Vec<Option<TaskRecord>>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.hgetall(keys::task_key(id));
+        }
+        let mut con = self.con.clone();
+        let replies: Vec<Vec<(String, String)>> = pipe.query_async(&mut con).await?;
+        Ok(ids
+            .iter()
+            .zip(replies)
+            .map(|(id, fields)| TaskRecord::from_fields(id, fields))
+            .collect())
+    }
+
+    /// `tasks/update`: record `answers` (key, shape mask, answer JSON) for `owner`'s task.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn answer(&self, id: &str, owner: &str, answers: &[(String, u8, String)]) -> StoreResult<Answer> {
+        let mut inv = self.scripts.answer.key(keys::task_key(id));
+        inv.arg(keys::events_channel(id)).arg(owner);
+        for (key, mask, json) in answers {
+            inv.arg(key).arg(*mask).arg(json);
+        }
+        let mut con = self.con.clone();
+        let reply = flat_strings(inv.invoke_async(&mut con).await?)?;
+        match reply.as_slice() {
+            [ok] if ok == "ok" => Ok(Answer::Ok),
+            [nf] if nf == "notfound" => Ok(Answer::NotFound),
+            [inv, key, method] if inv == "invalid" => Ok(Answer::Invalid {
+                key: key.clone(),
+                method: method.clone(),
+            }),
+            other => Err(StoreError::Corrupt(format!("answer: {other:?}"))),
+        }
+    }
+
+    /// `tasks/cancel` for `owner`; `false` when there is no such task for that owner.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn cancel(&self, id: &str, owner: &str) -> StoreResult<bool> {
+        let mut con = self.con.clone();
+        let reply = flat_strings(
+            self.scripts
+                .cancel
+                .key(keys::task_key(id))
+                .arg(keys::events_channel(id))
+                .arg(owner)
+                .invoke_async(&mut con)
+                .await?,
+        )?;
+        Ok(reply.first().is_some_and(|s| s == "ok"))
+    }
+
+    /// Create the consumer group of each queue (and the stream) if missing.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn ensure_groups(&self, queues: &[String]) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        for q in queues {
+            let r: redis::RedisResult<()> = con.xgroup_create_mkstream(keys::queue_key(q), keys::GROUP, "0").await;
+            match r {
+                Ok(()) => {}
+                Err(e) if e.code() == Some("BUSYGROUP") => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// A connection for blocking reads (no response timeout).
+    ///
+    /// # Errors
+    /// Redis unreachable.
+    pub async fn job_reader(&self) -> StoreResult<JobReader> {
+        // Not `None`: a connection that dies silently would hang the reader forever.
+        let config = redis::AsyncConnectionConfig::new()
+            .set_response_timeout(Some(READ_BLOCK + RESPONSE_TIMEOUT))
+            .set_connection_timeout(Some(CONNECT_TIMEOUT));
+        let con = self.client.get_multiplexed_async_connection_with_config(&config).await?;
+        Ok(JobReader { con })
+    }
+
+    /// A worker took a job: fence it, or learn it needs no run (then it is acknowledged).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn start(&self, d: &Delivery, worker: &str) -> StoreResult<Start> {
+        let mut con = self.con.clone();
+        let reply = flat_strings(
+            self.scripts
+                .start
+                .key(keys::task_key(&d.task_id))
+                .key(keys::queue_key(&d.queue))
+                .arg(keys::events_channel(&d.task_id))
+                .arg(keys::GROUP)
+                .arg(&d.entry)
+                .arg(worker)
+                .invoke_async(&mut con)
+                .await?,
+        )?;
+        match reply.as_slice() {
+            [run, fence] if run == "run" => Ok(Start::Run {
+                fence: fence.parse().map_err(|_| StoreError::Corrupt(format!("fence {fence}")))?,
+            }),
+            [skip, why] if skip == "skip" => Ok(Start::Skip(why.clone())),
+            other => Err(StoreError::Corrupt(format!("start: {other:?}"))),
+        }
+    }
+
+    /// Set the status message of a running task.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn set_message(&self, id: &str, fence: u64, message: &str) -> StoreResult<Write> {
+        let mut con = self.con.clone();
+        let reply = flat_strings(
+            self.scripts
+                .status
+                .key(keys::task_key(id))
+                .arg(keys::events_channel(id))
+                .arg(fence)
+                .arg(message)
+                .invoke_async(&mut con)
+                .await?,
+        )?;
+        write_outcome(&reply)
+    }
+
+    /// Ask for input under `requests` (key, request JSON).
+    ///
+    /// # Errors
+    /// Redis unavailable, or a key that already names another request.
+    pub async fn ask(&self, id: &str, fence: u64, message: &str, requests: &[(String, String)]) -> StoreResult<Ask> {
+        let mut inv = self.scripts.ask.key(keys::task_key(id));
+        inv.arg(keys::events_channel(id)).arg(fence).arg(message);
+        for (key, req) in requests {
+            inv.arg(key).arg(req);
+        }
+        let mut con = self.con.clone();
+        let reply = flat_strings(inv.invoke_async(&mut con).await?)?;
+        match reply.first().map(String::as_str) {
+            Some("answered") => {
+                let mut it = reply.into_iter().skip(1);
+                Ok(Ask::Answered(std::iter::from_fn(|| Some((it.next()?, it.next()?))).collect()))
+            }
+            Some("waiting") => Ok(Ask::Waiting),
+            _ => write_outcome(&reply).map(Ask::Refused),
+        }
+    }
+
+    /// End a task and acknowledge its job.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn finish(&self, d: &Delivery, fence: u64, outcome: &Finish) -> StoreResult<Write> {
+        let (status, field, payload, message) = match outcome {
+            Finish::Completed(result) => ("completed", "result", result.as_str(), ""),
+            Finish::Failed { error, message } => ("failed", "error", error.as_str(), message.as_str()),
+            Finish::Cancelled => ("cancelled", "", "", "Cancelled by request"),
+        };
+        let mut con = self.con.clone();
+        let reply = flat_strings(
+            self.scripts
+                .finish
+                .key(keys::task_key(&d.task_id))
+                .key(keys::queue_key(&d.queue))
+                .arg(keys::events_channel(&d.task_id))
+                .arg(keys::GROUP)
+                .arg(&d.entry)
+                .arg(fence)
+                .arg(status)
+                .arg(field)
+                .arg(payload)
+                .arg(message)
+                .invoke_async(&mut con)
+                .await?,
+        )?;
+        write_outcome(&reply)
+    }
+
+    /// Acknowledge and delete a job that needs no more work (its task is terminal or gone).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn release(&self, d: &Delivery) -> StoreResult<()> {
+        let key = keys::queue_key(&d.queue);
+        let mut con = self.con.clone();
+        let _: () = redis::pipe()
+            .xack(&key, keys::GROUP, &[&d.entry])
+            .ignore()
+            .xdel(&key, &[&d.entry])
+            .ignore()
+            .query_async(&mut con)
+            .await?;
+        Ok(())
+    }
+
+    /// Advertise (or renew) tools.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn advertise(&self, adverts: &[ToolAdvert]) -> StoreResult<()> {
+        let items: Vec<(String, String)> = adverts
+            .iter()
+            .filter_map(|a| Some((a.tool.name.clone(), serde_json::to_string(a).ok()?)))
+            .collect();
+        if items.is_empty() {
+            return Ok(());
+        }
+        let mut con = self.con.clone();
+        let _: () = con.hset_multiple(keys::TOOLS_KEY, &items).await?;
+        Ok(())
+    }
+
+    /// All advertisements, live or stale (callers filter by heartbeat).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn adverts(&self) -> StoreResult<Vec<ToolAdvert>> {
+        let mut con = self.con.clone();
+        let all: HashMap<String, String> = con.hgetall(keys::TOOLS_KEY).await?;
+        Ok(all.values().filter_map(|v| serde_json::from_str(v).ok()).collect())
+    }
+}
+
+fn write_outcome(reply: &[String]) -> StoreResult<Write> {
+    match reply.first().map(String::as_str) {
+        Some("ok") => Ok(Write::Ok),
+        Some("gone") => Ok(Write::Gone),
+        Some("terminal") => Ok(Write::Terminal),
+        Some("fenced") => Ok(Write::Fenced),
+        _ => Err(StoreError::Corrupt(format!("write: {reply:?}"))),
+    }
+}
+
+/// A dedicated connection for `XREADGROUP … BLOCK` (no response timeout).
+pub struct JobReader {
+    con: MultiplexedConnection,
+}
+
+impl JobReader {
+    /// Read up to `count` new jobs from `queues` for `consumer`, blocking up to `block`.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn read(
+        &mut self,
+        queues: &[String],
+        consumer: &str,
+        count: usize,
+        block: Duration,
+    ) -> StoreResult<Vec<Delivery>> {
+        let keys: Vec<String> = queues.iter().map(|q| keys::queue_key(q)).collect();
+        let ids: Vec<&str> = queues.iter().map(|_| ">").collect();
+        let opts = StreamReadOptions::default()
+            .group(keys::GROUP, consumer)
+            .count(count)
+            .block(usize::try_from(block.min(READ_BLOCK).as_millis()).unwrap_or(0));
+        let reply: Option<StreamReadReply> = self.con.xread_options(&keys, &ids, &opts).await?;
+        let mut out = Vec::new();
+        for stream in reply.map(|r| r.keys).unwrap_or_default() {
+            let Some(queue) = queues.iter().find(|q| keys::queue_key(q) == stream.key) else {
+                continue;
+            };
+            for entry in stream.ids {
+                let task_id: String = entry.get("task").unwrap_or_default();
+                let job = entry
+                    .get::<String>("job")
+                    .ok_or_else(|| "job entry has no job field".to_owned())
+                    .and_then(|j| serde_json::from_str(&j).map_err(|e| format!("undecodable job: {e}")));
+                out.push(Delivery {
+                    queue: queue.clone(),
+                    entry: entry.id,
+                    task_id,
+                    job,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// T-42: ids are header-safe and carry a v4 UUID's randomness.
+    #[test]
+    fn task_ids_are_header_safe_and_distinct() {
+        let ids: std::collections::HashSet<String> = (0..1000).map(|_| new_task_id()).collect();
+        assert_eq!(ids.len(), 1000);
+        for id in &ids {
+            assert!(is_plausible_task_id(id), "{id}");
+            assert_eq!(id.len(), 4 + 22);
+        }
+    }
+}

@@ -1,0 +1,19 @@
+-- tasks/cancel. A task no worker runs right now (queued, or parked waiting for input) ends
+-- cancelled at once; a running one is flagged and its worker stops it (T-36, T-37).
+-- Terminal tasks do not change.
+-- KEYS[1] task hash
+-- ARGV[1] channel  ARGV[2] owner
+-- Returns: {'ok'} | {'notfound'}
+local st = redis.call('HMGET', KEYS[1], 'status', 'owner', 'fence', 'cancel', 'updated')
+if not st[1] or st[2] ~= ARGV[2] then return {'notfound'} end
+if is_terminal(st[1]) then return {'ok'} end
+if not st[3] or st[1] == 'input_required' then
+  redis.call('HSET', KEYS[1], 'status', 'cancelled', 'msg', 'Cancelled by request', 'pending', 0)
+  touch(KEYS[1], st[5])
+  publish(KEYS[1], ARGV[1])
+elseif st[4] ~= '1' then
+  -- Not an observable change (no version bump): only the worker acts on it.
+  redis.call('HSET', KEYS[1], 'cancel', '1')
+  publish(KEYS[1], ARGV[1])
+end
+return {'ok'}

@@ -1,0 +1,23 @@
+-- A worker took a job: take the task's fencing token, or skip a job that needs no run.
+-- KEYS[1] task hash   KEYS[2] queue stream
+-- ARGV[1] channel  ARGV[2] group  ARGV[3] entry id  ARGV[4] worker name
+-- Returns: {'run', fence} | {'skip', reason}  (skipped entries are acknowledged and deleted)
+local st = redis.call('HMGET', KEYS[1], 'status', 'cancel', 'updated')
+if not st[1] then
+  ack(KEYS[2], ARGV[2], ARGV[3])
+  return {'skip', 'gone'}
+end
+if is_terminal(st[1]) then
+  ack(KEYS[2], ARGV[2], ARGV[3])
+  return {'skip', st[1]}
+end
+if st[2] == '1' then
+  redis.call('HSET', KEYS[1], 'status', 'cancelled', 'msg', 'Cancelled by request')
+  touch(KEYS[1], st[3])
+  publish(KEYS[1], ARGV[1])
+  ack(KEYS[2], ARGV[2], ARGV[3])
+  return {'skip', 'cancelled'}
+end
+local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
+redis.call('HSET', KEYS[1], 'worker', ARGV[4])
+return {'run', tostring(fence)}
