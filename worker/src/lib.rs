@@ -1,1 +1,149 @@
-//! placeholder
+//! The mcp-tasks worker: pulls jobs from Redis Streams and runs tools.
+//!
+//! - [`Tool`], [`ToolSpec`], [`TaskContext`]: the API for writing tools
+//!   (see `examples/custom_tool.rs` for a worker with its own tool in ~20 lines).
+//! - [`tools`]: the built-in packs (`demo`, `conformance`).
+//! - [`run`]: advertise the tools, then read and run jobs until shutdown.
+//!
+//! The job loop itself is in `runner.rs`; everything Redis is in `mcp_tasks_shared::store`.
+
+mod context;
+mod runner;
+mod tool;
+pub mod tools;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_tasks_shared::config::WorkerConfig;
+use mcp_tasks_shared::protocol::time::now_millis;
+use mcp_tasks_shared::store::events::EventHub;
+use mcp_tasks_shared::store::registry::{HEARTBEAT_INTERVAL_MS, ToolAdvert};
+use mcp_tasks_shared::store::{Store, StoreError};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use context::TaskContext;
+pub use mcp_tasks_shared::protocol::tasks::InputRequest;
+pub use mcp_tasks_shared::protocol::tools::CallToolResult;
+pub use mcp_tasks_shared::store::registry::{Needs, Policy};
+pub use tool::{Tool, ToolError, ToolFuture, ToolSpec};
+
+/// Why a worker stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// Redis was unreachable at start.
+    #[error("cannot reach redis")]
+    Redis(#[from] StoreError),
+    /// Two tools share a name, or a tool's queue is not served.
+    #[error("{0}")]
+    Tools(String),
+}
+
+fn advert(spec: &tool::ToolSpec, rank: u32, config: &WorkerConfig) -> ToolAdvert {
+    let clamp = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    ToolAdvert {
+        tool: spec.tool.clone(),
+        queue: spec.queue.clone(),
+        policy: spec.policy,
+        needs: spec.needs.clone(),
+        pre_input: spec.pre_input.clone(),
+        ttl_ms: clamp(spec.ttl.unwrap_or(config.tasks.ttl).min(config.tasks.max_ttl)),
+        poll_interval_ms: clamp(spec.poll_interval.unwrap_or(config.tasks.poll_interval)),
+        rank,
+        heartbeat_ms: now_millis(),
+    }
+}
+
+/// Advertise `tools`, then run jobs from `config.queues` until `shutdown` fires; running
+/// jobs then get `config.shutdown_grace` to finish.
+///
+/// # Errors
+/// Redis unreachable at start, or an invalid tool set.
+pub async fn run(config: WorkerConfig, tools: Vec<Arc<dyn Tool>>, shutdown: CancellationToken) -> Result<(), WorkerError> {
+    let store = Store::connect(&config.redis_url).await?;
+    store.ensure_groups(&config.queues).await?;
+    if let Ok(policy) = store.maxmemory_policy().await {
+        if policy != "noeviction" {
+            tracing::warn!(maxmemory_policy = %policy, "redis may evict task state: set maxmemory-policy noeviction");
+        }
+    }
+    let mut by_name: HashMap<String, Arc<dyn Tool>> = HashMap::new();
+    let mut adverts = Vec::new();
+    for (rank, tool) in tools.into_iter().enumerate() {
+        let spec = tool.spec();
+        if !config.queues.contains(&spec.queue) {
+            return Err(WorkerError::Tools(format!(
+                "tool {} uses queue {} which this worker does not serve (MCPT_QUEUES={})",
+                spec.tool.name,
+                spec.queue,
+                config.queues.join(",")
+            )));
+        }
+        adverts.push(advert(&spec, u32::try_from(rank).unwrap_or(u32::MAX), &config));
+        if by_name.insert(spec.tool.name.clone(), tool).is_some() {
+            return Err(WorkerError::Tools(format!("two tools are named {}", spec.tool.name)));
+        }
+    }
+    store.advertise(&adverts).await?;
+
+    let hub_stop = CancellationToken::new();
+    let hub = EventHub::start(&store, hub_stop.clone());
+    let consumer = format!("{}-{}", hostname(), uuid::Uuid::new_v4().simple());
+    tracing::info!(
+        worker = %consumer,
+        queues = %config.queues.join(","),
+        tools = by_name.len(),
+        concurrency = config.concurrency,
+        "worker started"
+    );
+    let tracker = TaskTracker::new();
+    let runner = Arc::new(runner::Runner {
+        store: store.clone(),
+        hub,
+        tools: by_name,
+        queues: config.queues.clone(),
+        consumer,
+        slots: Arc::new(Semaphore::new(config.concurrency)),
+        tracker: tracker.clone(),
+    });
+
+    let heartbeat = tokio::spawn(heartbeat(store, adverts, shutdown.clone()));
+    runner.clone().read_loop(shutdown).await;
+    heartbeat.abort();
+    tracker.close();
+    if tokio::time::timeout(config.shutdown_grace, tracker.wait()).await.is_err() {
+        tracing::warn!(grace_ms = config.shutdown_grace.as_millis() as u64, "jobs still running after the grace period; they will be redelivered");
+    }
+    hub_stop.cancel();
+    tracing::info!("worker stopped");
+    Ok(())
+}
+
+async fn heartbeat(store: Store, mut adverts: Vec<ToolAdvert>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_millis(HEARTBEAT_INTERVAL_MS));
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let now = now_millis();
+        for a in &mut adverts {
+            a.heartbeat_ms = now;
+        }
+        if let Err(e) = store.advertise(&adverts).await {
+            tracing::warn!(error = %e, "cannot renew tool advertisements");
+        }
+    }
+}
+
+fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|s| s.trim().to_owned()))
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "worker".to_owned())
+}

@@ -1,0 +1,188 @@
+//! [`TaskContext`]: what a running handler can do with its task.
+
+use std::sync::Arc;
+
+use mcp_tasks_shared::protocol::meta::Capability;
+use mcp_tasks_shared::protocol::tasks::InputRequest;
+use mcp_tasks_shared::store::{Ask, Store, StoreError, TaskRecord};
+use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::tool::ToolError;
+
+/// Handle given to a handler for one run of one task. Cheap to clone.
+#[derive(Clone)]
+pub struct TaskContext {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    task_id: String,
+    fence: u64,
+    caps: Value,
+    pre: serde_json::Map<String, Value>,
+    /// Latest known state of the task, fed by the runner's event monitor.
+    latest: watch::Receiver<Option<TaskRecord>>,
+    /// Fired when the client cancelled the task (or it stopped otherwise).
+    stop: CancellationToken,
+    /// The concurrency slot; given back while the task waits for input.
+    permit: std::sync::Mutex<Option<OwnedSemaphorePermit>>,
+    slots: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for TaskContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskContext").field("task_id", &self.inner.task_id).finish_non_exhaustive()
+    }
+}
+
+/// Everything the runner hands to a context.
+pub(crate) struct ContextParts {
+    pub(crate) store: Store,
+    pub(crate) task_id: String,
+    pub(crate) fence: u64,
+    pub(crate) caps: Value,
+    pub(crate) pre: serde_json::Map<String, Value>,
+    pub(crate) latest: watch::Receiver<Option<TaskRecord>>,
+    pub(crate) stop: CancellationToken,
+    pub(crate) permit: OwnedSemaphorePermit,
+    pub(crate) slots: Arc<Semaphore>,
+}
+
+fn store_error(e: StoreError) -> ToolError {
+    match e {
+        StoreError::Rejected(why) => ToolError::internal(why),
+        other => ToolError::internal(format!("task state could not be written: {other}")),
+    }
+}
+
+impl TaskContext {
+    pub(crate) fn new(parts: ContextParts) -> Self {
+        TaskContext {
+            inner: Arc::new(Inner {
+                store: parts.store,
+                task_id: parts.task_id,
+                fence: parts.fence,
+                caps: parts.caps,
+                pre: parts.pre,
+                latest: parts.latest,
+                stop: parts.stop,
+                permit: std::sync::Mutex::new(Some(parts.permit)),
+                slots: parts.slots,
+            }),
+        }
+    }
+
+    /// The task's id.
+    pub fn task_id(&self) -> &str {
+        &self.inner.task_id
+    }
+
+    /// Client capabilities of the call that created the task.
+    pub fn client_capabilities(&self) -> &Value {
+        &self.inner.caps
+    }
+
+    /// The answer to the tool's MRTR request `key` (see [`crate::ToolSpec::pre_input`]).
+    pub fn pre_input(&self, key: &str) -> Option<&Value> {
+        self.inner.pre.get(key)
+    }
+
+    /// Set the task's status message (shown to the client while it works).
+    ///
+    /// # Errors
+    /// [`ToolError::Stopped`] when the task no longer runs here.
+    pub async fn set_status(&self, message: impl AsRef<str>) -> Result<(), ToolError> {
+        let i = &self.inner;
+        match i.store.set_message(&i.task_id, i.fence, message.as_ref()).await {
+            Ok(mcp_tasks_shared::store::Write::Ok) => Ok(()),
+            Ok(_) => Err(ToolError::Stopped),
+            Err(e) => Err(store_error(e)),
+        }
+    }
+
+    /// Ask the client for input under `key` and wait for the answer (an `ElicitResult`,
+    /// `CreateMessageResult` or `ListRootsResult` as JSON). See the module docs of
+    /// [`crate::tool`] on key replay.
+    ///
+    /// # Errors
+    /// The originating call did not declare the capability the request needs (-32021 is
+    /// checked at call time for declared needs; this catches undeclared ones), the task
+    /// stopped, or Redis failed.
+    pub async fn input(&self, key: &str, request: InputRequest) -> Result<Value, ToolError> {
+        let mut answers = self.input_all(vec![(key.to_owned(), request)]).await?;
+        Ok(answers.pop().map(|(_, v)| v).unwrap_or(Value::Null))
+    }
+
+    /// Ask several questions at once; the task shows all of them until each is answered
+    /// (partial answers keep it `input_required`, T-30). Answers come back in request order.
+    ///
+    /// # Errors
+    /// As [`TaskContext::input`].
+    pub async fn input_all(&self, requests: Vec<(String, InputRequest)>) -> Result<Vec<(String, Value)>, ToolError> {
+        let i = &self.inner;
+        let mut encoded = Vec::with_capacity(requests.len());
+        for (key, req) in &requests {
+            req.kind().map_err(ToolError::internal)?;
+            let need = Capability::for_input_method(&req.method, &req.params);
+            if need.is_some_and(|c| !c.declared_in(&i.caps)) {
+                return Err(ToolError::Protocol(mcp_tasks_shared::protocol::jsonrpc::ErrorObject::new(
+                    mcp_tasks_shared::protocol::jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    format!("the client did not declare the capability {} needs", req.method),
+                )));
+            }
+            let json = serde_json::to_string(req).map_err(|e| ToolError::internal(e.to_string()))?;
+            encoded.push((key.clone(), json));
+        }
+        let keys: Vec<String> = requests.into_iter().map(|(k, _)| k).collect();
+        match i.store.ask(&i.task_id, i.fence, "", &encoded).await.map_err(store_error)? {
+            Ask::Answered(list) => return Ok(decode_answers(list)),
+            Ask::Refused(_) => return Err(ToolError::Stopped),
+            Ask::Waiting => {}
+        }
+        // Parked: give the concurrency slot back while the client thinks (ARCHITECTURE.md).
+        let permit = i.permit.lock().ok().and_then(|mut p| p.take());
+        drop(permit);
+        let mut latest = i.latest.clone();
+        let answers = loop {
+            if let Some(rec) = latest.borrow_and_update().as_ref() {
+                if rec.is_terminal() {
+                    return Err(ToolError::Stopped);
+                }
+                if keys.iter().all(|k| rec.answers.contains_key(k)) {
+                    break keys.iter().map(|k| (k.clone(), rec.answers[k].clone())).collect::<Vec<_>>();
+                }
+            }
+            tokio::select! {
+                changed = latest.changed() => if changed.is_err() { return Err(ToolError::Stopped) },
+                () = i.stop.cancelled() => return Err(ToolError::Stopped),
+            }
+        };
+        let permit = i.slots.clone().acquire_owned().await.map_err(|_| ToolError::Stopped)?;
+        if let Ok(mut slot) = i.permit.lock() {
+            *slot = Some(permit);
+        }
+        Ok(decode_answers(answers))
+    }
+
+    /// Resolves when the client cancelled the task; the runner stops the handler right after.
+    pub async fn cancelled(&self) {
+        self.inner.stop.cancelled().await;
+    }
+
+    /// Whether the client cancelled the task.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.stop.is_cancelled()
+    }
+}
+
+fn decode_answers(list: Vec<(String, String)>) -> Vec<(String, Value)> {
+    list.into_iter()
+        .map(|(k, v)| {
+            let value = serde_json::from_str(&v).unwrap_or(Value::Null);
+            (k, value)
+        })
+        .collect()
+}

@@ -1,0 +1,250 @@
+//! The job loop: read jobs with `XREADGROUP` as concurrency slots allow, run each handler
+//! with a [`TaskContext`], and finish the task with one script that also acknowledges and
+//! deletes the stream entry.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
+use mcp_tasks_shared::store::events::{EventHub, TaskEvent, Watch};
+use mcp_tasks_shared::store::{Delivery, Finish, READ_BLOCK, Start, Store, TaskRecord, Write};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument as _;
+
+use crate::context::{ContextParts, TaskContext};
+use crate::tool::{Tool, ToolError};
+
+/// Most jobs taken in one read.
+const MAX_BATCH: usize = 64;
+
+pub(crate) struct Runner {
+    pub(crate) store: Store,
+    pub(crate) hub: EventHub,
+    pub(crate) tools: HashMap<String, Arc<dyn Tool>>,
+    pub(crate) queues: Vec<String>,
+    pub(crate) consumer: String,
+    pub(crate) slots: Arc<Semaphore>,
+    pub(crate) tracker: TaskTracker,
+}
+
+impl Runner {
+    /// Read and dispatch jobs until `shutdown` fires.
+    pub(crate) async fn read_loop(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut reader = None;
+        let mut backoff = Duration::from_millis(100);
+        while !shutdown.is_cancelled() {
+            // One slot at least before reading, then as many as are free.
+            let first = tokio::select! {
+                () = shutdown.cancelled() => break,
+                p = self.slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            };
+            let mut permits = vec![first];
+            while permits.len() < MAX_BATCH {
+                match self.slots.clone().try_acquire_owned() {
+                    Ok(p) => permits.push(p),
+                    Err(_) => break,
+                }
+            }
+            if reader.is_none() {
+                match self.store.job_reader().await {
+                    Ok(r) => reader = Some(r),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "worker cannot reach redis; pausing");
+                        pause(&shutdown, &mut backoff).await;
+                        continue;
+                    }
+                }
+            }
+            let Some(r) = reader.as_mut() else { continue };
+            let read = tokio::select! {
+                () = shutdown.cancelled() => break,
+                r = r.read(&self.queues, &self.consumer, permits.len(), READ_BLOCK) => r,
+            };
+            let deliveries = match read {
+                Ok(d) => {
+                    backoff = Duration::from_millis(100);
+                    d
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading jobs failed; pausing");
+                    reader = None;
+                    if let Err(e) = self.store.ensure_groups(&self.queues).await {
+                        tracing::debug!(error = %e, "groups not ensured yet");
+                    }
+                    pause(&shutdown, &mut backoff).await;
+                    continue;
+                }
+            };
+            for d in deliveries {
+                let Some(permit) = permits.pop() else {
+                    tracing::error!("more jobs delivered than slots requested");
+                    break;
+                };
+                let this = self.clone();
+                let span = tracing::info_span!("job", task.id = %d.task_id, queue.name = %d.queue, tool.name = tracing::field::Empty);
+                self.tracker.spawn(async move { this.run_job(d, permit).await }.instrument(span));
+            }
+        }
+    }
+
+    async fn run_job(self: Arc<Self>, d: Delivery, permit: OwnedSemaphorePermit) {
+        let started = Instant::now();
+        let watch = match self.hub.watch(&d.task_id).await {
+            Ok(w) => w,
+            Err(e) => {
+                // The entry stays pending; it is delivered again once Redis is back.
+                tracing::warn!(error = %e, "cannot watch task events; leaving the job pending");
+                return;
+            }
+        };
+        let fence = match self.store.start(&d, &self.consumer).await {
+            Ok(Start::Run { fence }) => fence,
+            Ok(Start::Skip(why)) => {
+                tracing::info!(task.id = %d.task_id, reason = %why, "job skipped");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start job; leaving it pending");
+                return;
+            }
+        };
+        let job = match &d.job {
+            Ok(job) => job.clone(),
+            Err(why) => {
+                let finish = failed(ErrorObject::new(INTERNAL_ERROR, format!("job could not be read: {why}")));
+                self.settle(&d, fence, &finish).await;
+                return;
+            }
+        };
+        tracing::Span::current().record("tool.name", job.tool.as_str());
+        let Some(tool) = self.tools.get(&job.tool).cloned() else {
+            let finish = failed(ErrorObject::new(INTERNAL_ERROR, format!("no worker here runs tool {}", job.tool)));
+            self.settle(&d, fence, &finish).await;
+            return;
+        };
+        let (latest_tx, latest_rx) = watch::channel(None);
+        let stop = CancellationToken::new();
+        let monitor = tokio::spawn(monitor(self.store.clone(), watch, latest_tx, stop.clone()));
+        let ctx = TaskContext::new(ContextParts {
+            store: self.store.clone(),
+            task_id: d.task_id.clone(),
+            fence,
+            caps: job.caps.clone(),
+            pre: job.pre.clone(),
+            latest: latest_rx.clone(),
+            stop: stop.clone(),
+            permit,
+            slots: self.slots.clone(),
+        });
+        let outcome = tokio::select! {
+            r = tool.call(ctx, job.args) => r,
+            () = stop.cancelled() => Err(ToolError::Stopped),
+        };
+        monitor.abort();
+        let finish = match outcome {
+            Ok(result) => match serde_json::to_string(&result) {
+                Ok(json) => Finish::Completed(json),
+                Err(e) => failed(ErrorObject::new(INTERNAL_ERROR, format!("result could not be encoded: {e}"))),
+            },
+            Err(ToolError::Protocol(error)) => failed(error),
+            Err(ToolError::Stopped) => {
+                let latest = latest_rx.borrow().clone();
+                match latest {
+                    // Terminal or gone: nothing to write; the entry only needs releasing.
+                    Some(rec) if rec.is_terminal() => {
+                        self.release(&d).await;
+                        return;
+                    }
+                    Some(rec) if rec.cancel_requested => Finish::Cancelled,
+                    // Stopped by a write refusal without a known cause: settle tells.
+                    _ => Finish::Cancelled,
+                }
+            }
+        };
+        self.settle(&d, fence, &finish).await;
+        tracing::info!(duration_ms = started.elapsed().as_millis() as u64, "job finished");
+    }
+
+    /// Write the terminal state, retrying while Redis is away.
+    async fn settle(&self, d: &Delivery, fence: u64, finish: &Finish) {
+        let mut backoff = Duration::from_millis(100);
+        for _ in 0..20 {
+            match self.store.finish(d, fence, finish).await {
+                Ok(Write::Ok) => return,
+                Ok(Write::Fenced) => {
+                    tracing::warn!(task.id = %d.task_id, "another worker owns this task now; result dropped");
+                    return;
+                }
+                Ok(Write::Gone | Write::Terminal) => return,
+                Err(e) => {
+                    tracing::warn!(task.id = %d.task_id, error = %e, "cannot finish task; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+        tracing::error!(task.id = %d.task_id, "giving up finishing task; its job stays pending");
+    }
+
+    async fn release(&self, d: &Delivery) {
+        if let Err(e) = self.store.release(d).await {
+            tracing::warn!(task.id = %d.task_id, error = %e, "cannot release job entry");
+        }
+    }
+}
+
+fn failed(error: ErrorObject) -> Finish {
+    let message = error.message.clone();
+    let error = serde_json::to_string(&error).unwrap_or_else(|_| {
+        format!(r#"{{"code":{INTERNAL_ERROR},"message":"internal error"}}"#)
+    });
+    Finish::Failed { error, message }
+}
+
+/// Feed the task's latest state to its context; fire `stop` on cancellation or a terminal state.
+async fn monitor(store: Store, mut watch: Watch, latest: watch::Sender<Option<TaskRecord>>, stop: CancellationToken) {
+    // The start script already ran: read once so answers given before now are seen.
+    let mut resync = true;
+    loop {
+        if resync {
+            resync = false;
+            match store.get_task(watch.task_id()).await {
+                Ok(Some(rec)) => observe(rec, &latest, &stop),
+                Ok(None) => {
+                    latest.send_replace(None);
+                    stop.cancel();
+                    return;
+                }
+                Err(e) => tracing::debug!(error = %e, "re-read failed; waiting for events"),
+            }
+        }
+        match watch.recv().await {
+            Some(TaskEvent::Changed(rec)) => observe(rec, &latest, &stop),
+            Some(TaskEvent::Resync) => resync = true,
+            None => return,
+        }
+    }
+}
+
+fn observe(rec: TaskRecord, latest: &watch::Sender<Option<TaskRecord>>, stop: &CancellationToken) {
+    let newer = latest.borrow().as_ref().is_none_or(|cur| rec.version >= cur.version);
+    if !newer {
+        return;
+    }
+    let halt = rec.is_terminal() || rec.cancel_requested;
+    latest.send_replace(Some(rec));
+    if halt {
+        stop.cancel();
+    }
+}
+
+async fn pause(shutdown: &CancellationToken, backoff: &mut Duration) {
+    tokio::select! {
+        () = shutdown.cancelled() => {}
+        () = tokio::time::sleep(*backoff) => {}
+    }
+    *backoff = (*backoff * 2).min(Duration::from_secs(5));
+}

@@ -1,0 +1,144 @@
+//! The public API for tool authors: implement [`Tool`], describe it with a [`ToolSpec`].
+//!
+//! # Handlers may run more than once
+//!
+//! Execution is at-least-once: if a worker dies while a handler runs, another worker runs
+//! the same job again from the start. Write handlers so a second run is harmless
+//! (idempotent side effects, or side effects keyed by [`crate::TaskContext::task_id`]).
+//!
+//! Input requests replay: a handler asks with a key ([`crate::TaskContext::input`]); a key
+//! that was already answered in an earlier run returns the stored answer at once, without
+//! asking the client again. Use fixed keys in a fixed order (`"confirm"`, `"step-2"`), never
+//! random ones, and never reuse a key for a different question (T-28).
+//!
+//! # Cancellation
+//!
+//! When the client cancels a running task, the runner drops the handler's future and ends
+//! the task `cancelled`; cleanup belongs in `Drop` guards. [`crate::TaskContext::cancelled`]
+//! lets a handler notice first (e.g. to stop a child process gracefully).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
+use mcp_tasks_shared::protocol::tasks::InputRequest;
+use mcp_tasks_shared::protocol::tools::{CallToolResult, Tool as WireTool};
+use mcp_tasks_shared::store::registry::{Needs, Policy};
+use serde_json::Value;
+
+use crate::context::TaskContext;
+
+/// What a handler returns.
+pub type ToolFuture = Pin<Box<dyn Future<Output = Result<CallToolResult, ToolError>> + Send>>;
+
+/// A tool a worker can run.
+pub trait Tool: Send + Sync + 'static {
+    /// Name, schema and execution policy, advertised to gateways.
+    fn spec(&self) -> ToolSpec;
+
+    /// Run one call. `args` already passed the spec's input schema.
+    fn call(&self, ctx: TaskContext, args: Value) -> ToolFuture;
+}
+
+/// Why a handler did not produce a result.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ToolError {
+    /// A JSON-RPC error: the task ends `failed` with it (T-21). Tool-level failures are
+    /// results with `isError: true` instead ([`CallToolResult::error_text`]).
+    #[error("{}", .0.message)]
+    Protocol(ErrorObject),
+    /// The task no longer needs this run (cancelled, expired, or taken over by another
+    /// worker). Return it with `?`; the runner settles the task.
+    #[error("task stopped")]
+    Stopped,
+}
+
+impl ToolError {
+    /// An internal error (-32603) with `message`.
+    pub fn internal(message: impl Into<String>) -> Self {
+        ToolError::Protocol(ErrorObject::new(INTERNAL_ERROR, message))
+    }
+}
+
+/// How a tool is listed and run.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    /// The `tools/list` entry.
+    pub tool: WireTool,
+    /// Queue its jobs use (default `default`).
+    pub queue: String,
+    /// Execution policy (default [`Policy::Task`]).
+    pub policy: Policy,
+    /// Client capabilities a call must declare.
+    pub needs: Vec<Needs>,
+    /// Input asked for before a task exists (MRTR), answered in [`TaskContext::pre_input`].
+    pub pre_input: BTreeMap<String, InputRequest>,
+    /// Task lifetime (default `MCPT_DEFAULT_TTL`).
+    pub ttl: Option<Duration>,
+    /// Suggested poll interval (default `MCPT_POLL_INTERVAL`).
+    pub poll_interval: Option<Duration>,
+}
+
+impl ToolSpec {
+    /// A tool named `name` taking arguments described by `input_schema` (root type object).
+    pub fn new(name: &str, description: &str, input_schema: Value) -> Self {
+        ToolSpec {
+            tool: WireTool {
+                name: name.to_owned(),
+                description: description.to_owned(),
+                input_schema,
+                extra: serde_json::Map::new(),
+            },
+            queue: mcp_tasks_shared::config::DEFAULT_QUEUE.to_owned(),
+            policy: Policy::Task,
+            needs: Vec::new(),
+            pre_input: BTreeMap::new(),
+            ttl: None,
+            poll_interval: None,
+        }
+    }
+
+    /// Set the execution policy.
+    #[must_use]
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Require a client capability.
+    #[must_use]
+    pub fn needs(mut self, need: Needs) -> Self {
+        self.needs.push(need);
+        self
+    }
+
+    /// Put the tool's jobs on `queue`.
+    #[must_use]
+    pub fn queue(mut self, queue: &str) -> Self {
+        queue.clone_into(&mut self.queue);
+        self
+    }
+
+    /// Ask for `request` under `key` before the task is created (an MRTR round).
+    #[must_use]
+    pub fn pre_input(mut self, key: &str, request: InputRequest) -> Self {
+        self.pre_input.insert(key.to_owned(), request);
+        self
+    }
+
+    /// Task lifetime.
+    #[must_use]
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Suggested poll interval.
+    #[must_use]
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = Some(interval);
+        self
+    }
+}
