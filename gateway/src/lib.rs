@@ -1,1 +1,119 @@
-//! placeholder
+//! The mcp-tasks gateway: MCP 2026-07-28 over Streamable HTTP, stateless.
+//!
+//! - `http.rs`: routes and the checks before JSON; JSON and SSE responses.
+//! - `headers.rs`, `envelope.rs`: routing headers, envelope, `_meta` and header/body checks.
+//! - `dispatch.rs` and `handlers/`: one handler per method.
+//! - `registry.rs`: the live tool list, cached briefly.
+//! - `error.rs`: the one mapping from errors to JSON-RPC error objects.
+//!
+//! The gateway never runs a tool and keeps no task state: every answer comes from Redis
+//! (through `mcp_tasks_shared::store`), so any replica answers any request.
+
+mod dispatch;
+mod envelope;
+mod error;
+mod handlers;
+mod headers;
+mod http;
+mod registry;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::graceful::GracefulShutdown;
+use mcp_tasks_shared::config::GatewayConfig;
+use mcp_tasks_shared::store::events::EventHub;
+use mcp_tasks_shared::store::{Store, StoreError};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// Shared by every request of one gateway process.
+pub(crate) struct State {
+    pub(crate) config: GatewayConfig,
+    pub(crate) store: Store,
+    pub(crate) hub: EventHub,
+    pub(crate) registry: registry::Registry,
+    /// Listening on loopback: `Host` must be a loopback name (DNS rebinding, B-17).
+    pub(crate) loopback_only: bool,
+    ready: AtomicBool,
+    /// Cancelled when shutdown starts: listen streams end gracefully.
+    pub(crate) shutdown: CancellationToken,
+}
+
+impl State {
+    pub(crate) fn ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+}
+
+/// Why the gateway stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// Redis unreachable at start.
+    #[error("cannot reach redis")]
+    Redis(#[from] StoreError),
+    /// The listener failed.
+    #[error("listener failed")]
+    Io(#[from] std::io::Error),
+}
+
+/// Serve MCP on `listener` until `shutdown` fires, then stop accepting, report not-ready,
+/// end listen streams and let in-flight requests finish within the grace period.
+///
+/// # Errors
+/// Redis unreachable at start, or the listener failing.
+pub async fn run(config: GatewayConfig, listener: TcpListener, shutdown: CancellationToken) -> Result<(), GatewayError> {
+    let store = Store::connect(&config.redis_url).await?;
+    if let Ok(policy) = store.maxmemory_policy().await {
+        if policy != "noeviction" {
+            tracing::warn!(maxmemory_policy = %policy, "redis may evict task state: set maxmemory-policy noeviction");
+        }
+    }
+    let local: SocketAddr = listener.local_addr()?;
+    let hub_stop = CancellationToken::new();
+    let state = Arc::new(State {
+        hub: EventHub::start(&store, hub_stop.clone()),
+        registry: registry::Registry::new(store.clone()),
+        store,
+        loopback_only: local.ip().is_loopback(),
+        ready: AtomicBool::new(true),
+        shutdown: shutdown.clone(),
+        config,
+    });
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let graceful = GracefulShutdown::new();
+    tracing::info!(addr = %local, "gateway started");
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        let service = hyper::service::service_fn(move |req| http::serve(state.clone(), req));
+        let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(peer = %peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    state.ready.store(false, Ordering::Relaxed);
+    tracing::info!("draining in-flight requests");
+    if tokio::time::timeout(state.config.shutdown_grace, graceful.shutdown()).await.is_err() {
+        tracing::warn!("requests still in flight after the grace period; closing");
+    }
+    hub_stop.cancel();
+    tracing::info!("gateway stopped");
+    Ok(())
+}

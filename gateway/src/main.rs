@@ -1,1 +1,41 @@
-fn main() {}
+//! `mcp-tasks-gateway`: serves MCP on `MCPT_LISTEN_ADDR` and prints `listening on http://ADDR`.
+
+use std::process::ExitCode;
+
+use mcp_tasks_shared::config::GatewayConfig;
+use mcp_tasks_shared::{shutdown, telemetry};
+
+fn main() -> ExitCode {
+    let config = match GatewayConfig::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mcp-tasks-gateway: {e}");
+            return ExitCode::from(64);
+        }
+    };
+    telemetry::init("gateway");
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mcp-tasks-gateway: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(config.listen_addr)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", config.listen_addr))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        println!("listening on http://{addr}");
+        mcp_tasks_gateway::run(config, listener, shutdown::on_signal())
+            .await
+            .map_err(|e| mcp_tasks_shared::error_chain(&e))
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcp-tasks-gateway: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

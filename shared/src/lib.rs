@@ -14,3 +14,15 @@ pub mod schema;
 pub mod shutdown;
 pub mod store;
 pub mod telemetry;
+
+/// An error and its causes on one line: `cannot reach redis: Connection refused (os error 111)`.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}

@@ -13,13 +13,14 @@
 //!
 //! Ignored on purpose: `pattern` (no regex dependency), `format`, annotations and all
 //! other keywords, remote or anchor `$ref`s (never fetched), and keywords whose value
-//! has the wrong JSON type (treated as absent). `additionalProperties` is skipped
-//! when `patternProperties` is present, since pattern keys cannot be matched.
+//! has the wrong JSON type (treated as absent). To never reject valid input, items
+//! covered by `prefixItems` are not checked against `items`, and
+//! `additionalProperties` is skipped when `patternProperties` is present.
 //!
 //! Bounded: neither schema (from a server) nor arguments (from a client) are trusted,
-//! so evaluation stops after [`MAX_DEPTH`] nested schema levels (counting `$ref`
-//! hops, which ends recursive `$ref`s) or [`MAX_STEPS`] units of work, yielding a
-//! [`Violation`] instead of a stack overflow or a hang. Nothing here panics.
+//! so evaluation stops after 64 nested schema levels (counting `$ref` hops, which
+//! ends recursive `$ref`s) or 100 000 units of work, yielding a [`Violation`]
+//! instead of a stack overflow or a hang. Nothing here panics.
 
 use serde_json::{Map, Number, Value};
 use std::cmp::Ordering;
@@ -33,11 +34,14 @@ const MAX_STEPS: usize = 100_000;
 const CLIP: usize = 60;
 /// Most `enum` values or property names listed in a message.
 const LISTED: usize = 20;
+/// Most failed `anyOf`/`oneOf` alternatives explained, each in at most [`REASON`] characters.
+const REASONS: usize = 3;
+const REASON: usize = 160;
 
 type Obj = Map<String, Value>;
 
 /// The first violation found: where in the arguments, and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Violation {
     /// JSON Pointer (RFC 6901) of the offending instance location; `""` for the root.
     pub path: String,
@@ -60,11 +64,19 @@ impl std::error::Error for Violation {}
 /// Validates `instance` against `schema`, returning the first violation in a
 /// deterministic order (keywords in a fixed order, properties in instance order).
 pub fn validate(schema: &Value, instance: &Value) -> Result<(), Violation> {
-    let mut validator = Validator { root: schema, steps: 0 };
-    validator.check(schema, instance, &Loc::Root, 0).map_err(|fail| match fail {
-        Fail::Invalid(violation) => violation,
-        Fail::Fatal(message) => Violation { path: String::new(), message },
-    })
+    let mut validator = Validator {
+        root: schema,
+        steps: 0,
+    };
+    validator
+        .check(schema, instance, &Loc::Root, 0)
+        .map_err(|fail| match fail {
+            Fail::Invalid(violation) => violation,
+            Fail::Fatal(message) => Violation {
+                message,
+                ..Violation::default()
+            },
+        })
 }
 
 /// `Fatal` (depth, budget) failures are never swallowed by `not`/`anyOf`/`if`.
@@ -72,6 +84,9 @@ enum Fail {
     Invalid(Violation),
     Fatal(String),
 }
+
+type Step = Result<(), Fail>;
+type Probe = Result<Option<Violation>, Fail>;
 
 /// Instance location as a borrowed linked list, rendered only on failure.
 enum Loc<'a> {
@@ -99,15 +114,15 @@ struct Validator<'s> {
 }
 
 impl<'s> Validator<'s> {
-    fn tick(&mut self, n: usize) -> Result<(), Fail> {
+    fn tick(&mut self, n: usize) -> Step {
         self.steps = self.steps.saturating_add(n);
-        match self.steps > MAX_STEPS {
-            true => Err(Fail::Fatal("arguments too complex to validate".to_owned())),
-            false => Ok(()),
+        if self.steps > MAX_STEPS {
+            return Err(Fail::Fatal("arguments too complex to validate".to_owned()));
         }
+        Ok(())
     }
 
-    fn check(&mut self, schema: &'s Value, inst: &Value, loc: &Loc, depth: usize) -> Result<(), Fail> {
+    fn check(&mut self, schema: &'s Value, inst: &Value, loc: &Loc, depth: usize) -> Step {
         if depth >= MAX_DEPTH {
             return Err(Fail::Fatal(format!(
                 "schema is too deep to validate (over {MAX_DEPTH} levels, or a recursive $ref)"
@@ -141,8 +156,8 @@ impl<'s> Validator<'s> {
 
     fn resolve(&self, reference: &str) -> Option<&'s Value> {
         let pointer = reference.strip_prefix('#')?;
-        let name = (pointer.strip_prefix("/$defs/"))
-            .or_else(|| pointer.strip_prefix("/definitions/"))?;
+        let name =
+            (pointer.strip_prefix("/$defs/")).or_else(|| pointer.strip_prefix("/definitions/"))?;
         (!name.contains('/')).then(|| self.root.pointer(pointer))?
     }
 
@@ -151,7 +166,11 @@ impl<'s> Validator<'s> {
         let types = type_names(s);
         if !types.is_empty() && !types.iter().any(|t| has_type(inst, t)) {
             let wanted: Vec<String> = types.iter().map(|t| article(t)).collect();
-            return Some(format!("must be {} (got {})", wanted.join(" or "), show(inst)));
+            return Some(format!(
+                "must be {} (got {})",
+                wanted.join(" or "),
+                show(inst)
+            ));
         }
         if let Some(Value::Array(options)) = s.get("enum")
             && !options.iter().any(|o| self.equal(o, inst))
@@ -175,18 +194,24 @@ impl<'s> Validator<'s> {
                 self.steps = self.steps.saturating_add(required.map_or(0, Vec::len));
                 let mut names = required.into_iter().flatten().filter_map(Value::as_str);
                 let missing = names.find(|k| !obj.contains_key(*k))?;
-                Some(format!("missing required property '{}'", clip(missing)))
+                Some(format!(
+                    "missing required property '{}'",
+                    clip(missing, CLIP)
+                ))
             }
             _ => None,
         }
     }
 
     /// `items`, `properties` and `additionalProperties`.
-    fn children(&mut self, s: &'s Obj, inst: &Value, loc: &Loc, depth: usize) -> Result<(), Fail> {
+    fn children(&mut self, s: &'s Obj, inst: &Value, loc: &Loc, depth: usize) -> Step {
         match inst {
             Value::Array(items) => {
-                let Some(item_schema) = subschema(s, "items") else { return Ok(()) };
-                for (i, item) in items.iter().enumerate() {
+                let Some(item_schema) = subschema(s, "items") else {
+                    return Ok(());
+                };
+                let prefix = schema_list(s, "prefixItems").len(); // unsupported, so left unchecked
+                for (i, item) in items.iter().enumerate().skip(prefix) {
                     self.check(item_schema, item, &Loc::Index(loc, i), depth)?;
                 }
             }
@@ -214,26 +239,29 @@ impl<'s> Validator<'s> {
     }
 
     /// `allOf`, `anyOf`, `oneOf`, `not` and `if`/`then`/`else`.
-    fn logic(&mut self, s: &'s Obj, inst: &Value, loc: &Loc, depth: usize) -> Result<(), Fail> {
+    fn logic(&mut self, s: &'s Obj, inst: &Value, loc: &Loc, depth: usize) -> Step {
         for sub in schema_list(s, "allOf") {
             self.check(sub, inst, loc, depth)?;
         }
         for (key, want, enough) in [("anyOf", "at least", 1), ("oneOf", "exactly", 2)] {
             let alternatives = schema_list(s, key);
-            let (mut hits, mut first) = (Vec::new(), None);
+            let (mut hits, mut failed) = (Vec::new(), Vec::new());
             for (i, alt) in alternatives.iter().enumerate() {
                 match self.probe(alt, inst, loc, depth)? {
                     None => hits.push(i + 1),
-                    Some(v) => first = first.or(Some(v)),
+                    Some(v) if failed.len() < REASONS => failed.push((i + 1, v)),
+                    Some(_) => {}
                 }
                 if hits.len() == enough {
                     break;
                 }
             }
             let n = plural(alternatives.len() as u64, "alternative");
-            let message = match (hits.as_slice(), first) {
-                ([], Some(v)) => format!("must match {want} one of {n} (alternative 1: {v})"),
-                ([a, b], _) => format!("must match exactly one of {n}, but matches both {a} and {b}"),
+            let message = match hits.as_slice() {
+                [] if !failed.is_empty() => {
+                    format!("must match {want} one of {n} ({})", reasons(&failed, loc))
+                }
+                [a, b] => format!("must match exactly one of {n}, but matches both {a} and {b}"),
                 _ => continue,
             };
             return Err(self.fail(loc, message));
@@ -253,8 +281,8 @@ impl<'s> Validator<'s> {
     }
 
     /// `Ok(None)` if `inst` matches, `Ok(Some(why))` if not; fatal failures propagate.
-    fn probe(&mut self, schema: &'s Value, inst: &Value, loc: &Loc, depth: usize) -> Result<Option<Violation>, Fail> {
-        match self.check(schema, inst, loc, depth) {
+    fn probe(&mut self, sub: &'s Value, inst: &Value, loc: &Loc, depth: usize) -> Probe {
+        match self.check(sub, inst, loc, depth) {
             Ok(()) => Ok(None),
             Err(Fail::Invalid(v)) => Ok(Some(v)),
             Err(fatal) => Err(fatal),
@@ -280,7 +308,11 @@ impl<'s> Validator<'s> {
 }
 
 fn bounds(s: &Obj, n: &Number) -> Option<String> {
-    let kind = if type_names(s).contains(&"integer") { "an integer" } else { "a number" };
+    let kind = if type_names(s).contains(&"integer") {
+        "an integer"
+    } else {
+        "a number"
+    };
     let limits = [
         ("minimum", ">=", Ordering::is_ge as fn(Ordering) -> bool),
         ("exclusiveMinimum", ">", Ordering::is_gt),
@@ -299,10 +331,11 @@ fn sized(s: &Obj, suffix: &str, len: usize, noun: &str) -> Option<String> {
     let limit = |key: String| s.get(&key).and_then(Value::as_u64);
     let len = u64::try_from(len).unwrap_or(u64::MAX);
     if let Some(min) = limit(format!("min{suffix}")).filter(|&m| len < m) {
-        return Some(format!("must have at least {} (got {len})", plural(min, noun)));
+        let min = plural(min, noun);
+        return Some(format!("must have at least {min} (got {len})"));
     }
-    let max = limit(format!("max{suffix}")).filter(|&m| len > m)?;
-    Some(format!("must have at most {} (got {len})", plural(max, noun)))
+    let max = plural(limit(format!("max{suffix}")).filter(|&m| len > m)?, noun);
+    Some(format!("must have at most {max} (got {len})"))
 }
 
 /// Exact for two integers (any mix of i64/u64), via f64 otherwise.
@@ -318,7 +351,9 @@ fn subschema<'a>(s: &'a Obj, key: &str) -> Option<&'a Value> {
 }
 
 fn schema_list<'a>(s: &'a Obj, key: &str) -> &'a [Value] {
-    s.get(key).and_then(Value::as_array).map_or(&[], Vec::as_slice)
+    s.get(key)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
 }
 
 fn type_names(s: &Obj) -> Vec<&str> {
@@ -351,22 +386,43 @@ fn article(t: &str) -> String {
 }
 
 fn plural(n: u64, noun: &str) -> String {
-    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
 
 fn unexpected(key: &str, props: Option<&Obj>) -> String {
-    let key = clip(key);
+    let key = clip(key, CLIP);
     let Some(props) = props.filter(|p| !p.is_empty()) else {
         return format!("unexpected property '{key}' (no additional properties are allowed)");
     };
-    let names: Vec<String> = props.keys().take(LISTED).map(|k| format!("'{}'", clip(k))).collect();
-    let more = if props.len() > LISTED { ", ..." } else { "" };
-    format!("unexpected property '{key}'; allowed: {}{more}", names.join(", "))
+    let names: Vec<String> = props
+        .keys()
+        .take(LISTED)
+        .map(|k| format!("'{}'", clip(k, CLIP)))
+        .collect();
+    let (names, more) = (
+        names.join(", "),
+        if props.len() > LISTED { ", ..." } else { "" },
+    );
+    format!("unexpected property '{key}'; allowed: {names}{more}")
 }
 
-/// At most [`CLIP`] characters of `text`.
-fn clip(text: &str) -> String {
-    match text.char_indices().nth(CLIP) {
+/// "alternative 1: why; alternative 2: why", without repeating the shared path.
+fn reasons(failed: &[(usize, Violation)], loc: &Loc) -> String {
+    let here = loc.pointer();
+    let explain = |(i, v): &(usize, Violation)| {
+        let text = if v.path == here {
+            v.message.clone()
+        } else {
+            v.to_string()
+        };
+        format!("alternative {i}: {}", clip(&text, REASON))
+    };
+    failed.iter().map(explain).collect::<Vec<_>>().join("; ")
+}
+
+/// At most `max` characters of `text`.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
         Some((i, _)) => format!("{}...", text.get(..i).unwrap_or_default()),
         None => text.to_owned(),
     }
@@ -378,7 +434,7 @@ fn show(v: &Value) -> String {
     let cut = serde_json::to_writer(&mut out, v).is_err();
     let valid = std::str::from_utf8(&out.0).map_or_else(|e| e.valid_up_to(), str::len);
     let text = String::from_utf8_lossy(out.0.get(..valid).unwrap_or_default());
-    if cut { format!("{text}...") } else { text.into_owned() }
+    format!("{text}{}", if cut { "..." } else { "" })
 }
 
 /// A writer that refuses bytes beyond [`CLIP`], aborting serialization early.
@@ -396,5 +452,246 @@ impl std::io::Write for Capped {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The MCP conformance suite's 2020-12 schema; `FIXTURE` in a case line stands for it.
+    const FIXTURE: &str = r##"{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",
+      "$defs":{"address":{"$anchor":"addressDef","type":"object","properties":{"street":{"type":"string"},"city":{"type":"string"}}}},
+      "properties":{"name":{"type":"string"},"address":{"$ref":"#/$defs/address"},"contactMethod":{"type":"string","enum":["phone","email"]},
+        "phone":{"type":"string"},"email":{"type":"string"}},
+      "allOf":[{"anyOf":[{"required":["phone"]},{"required":["email"]}]}],
+      "if":{"properties":{"contactMethod":{"const":"phone"}},"required":["contactMethod"]},
+      "then":{"required":["phone"]},"else":{"required":["email"]},"additionalProperties":false}"##;
+
+    // Case tables: `schema | instance | expected Display of the violation, or ok`.
+
+    /// Documented messages and the conformance fixture.
+    const EXAMPLES_AND_FIXTURE: &str = r##"
+{"type":"object","properties":{"ms":{"type":"integer","minimum":0}}} | {"ms":-5} | /ms: must be an integer >= 0 (got -5)
+{"required":["question"]} | {"q":1} | missing required property 'question'
+{"properties":{"mode":{"enum":["protocol","tool"]}}} | {"mode":"x"} | /mode: must be one of "protocol", "tool"
+FIXTURE | {"name":"a","email":"x"} | ok
+FIXTURE | {"contactMethod":"phone","phone":"1","address":{"city":"c"}} | ok
+FIXTURE | {"name":"a"} | must match at least one of 2 alternatives (alternative 1: missing required property 'phone'; alternative 2: missing required property 'email')
+FIXTURE | {"name":"a","contactMethod":"phone","email":"x"} | missing required property 'phone'
+FIXTURE | {"email":"x","address":{"city":7}} | /address/city: must be a string (got 7)
+FIXTURE | {"email":"x","contactMethod":"fax"} | /contactMethod: must be one of "phone", "email"
+FIXTURE | {"email":"x","fax":"1"} | unexpected property 'fax'; allowed: 'name', 'address', 'contactMethod', 'phone', 'email'
+FIXTURE | "x" | must be an object (got "x")
+"##;
+
+    /// `type`, `properties`, `required`, `additionalProperties`.
+    const TYPE_AND_OBJECT_KEYWORDS: &str = r##"
+{"type":"object"} | {} | ok
+{"type":"object"} | [1,"x"] | must be an object (got [1,"x"])
+{"type":"array"} | [] | ok
+{"type":"array"} | {"a":1} | must be an array (got {"a":1})
+{"type":"string"} | "s" | ok
+{"type":"number"} | 1.5 | ok
+{"type":"number"} | "1" | must be a number (got "1")
+{"type":"integer"} | 1.0 | ok
+{"type":"integer"} | 18446744073709551615 | ok
+{"type":"integer"} | 1.5 | must be an integer (got 1.5)
+{"type":"boolean"} | false | ok
+{"type":"boolean"} | 0 | must be a boolean (got 0)
+{"type":"null"} | null | ok
+{"type":["string","null"]} | null | ok
+{"type":["string","null"]} | 5 | must be a string or null (got 5)
+{"properties":{"a/b":{"properties":{"c~d":{"type":"string"}}}}} | {"a/b":{"c~d":1}} | /a~1b/c~0d: must be a string (got 1)
+{"properties":{"a":{"required":["x"]}}} | {"a":{}} | /a: missing required property 'x'
+{"properties":{"a":{"required":["x"]}}} | {"a":{"x":null},"b":1} | ok
+{"required":["a"],"properties":{"a":{"type":"string"}}} | ["not an object"] | ok
+{"properties":{"a":{},"b":{}},"additionalProperties":false} | {"b":1} | ok
+{"properties":{"a":{},"b":{}},"additionalProperties":false} | {"a":1,"zz":2} | unexpected property 'zz'; allowed: 'a', 'b'
+{"additionalProperties":false} | {"q":1} | unexpected property 'q' (no additional properties are allowed)
+{"properties":{"a":{}},"additionalProperties":{"type":"integer"}} | {"a":"s","n":3} | ok
+{"properties":{"a":{}},"additionalProperties":{"type":"integer"}} | {"n":"3"} | /n: must be an integer (got "3")
+{"additionalProperties":false,"patternProperties":{"^x":{}}} | {"x1":1} | ok
+"##;
+
+    /// `items`, `minItems`, `maxItems`, `enum`, `const`, bounds, lengths.
+    const ARRAY_ENUM_NUMBER_STRING_KEYWORDS: &str = r##"
+{"properties":{"l":{"items":{"type":"string"},"minItems":1,"maxItems":2}}} | {"l":["a","b"]} | ok
+{"properties":{"l":{"items":{"type":"string"},"minItems":1,"maxItems":2}}} | {"l":["a",2]} | /l/1: must be a string (got 2)
+{"properties":{"l":{"items":{"type":"string"},"minItems":1,"maxItems":2}}} | {"l":[]} | /l: must have at least 1 item (got 0)
+{"properties":{"l":{"items":{"type":"string"},"minItems":1,"maxItems":2}}} | {"l":["a","b","c"]} | /l: must have at most 2 items (got 3)
+{"prefixItems":[{"type":"string"}],"items":{"type":"integer"}} | ["a",1,"b"] | /2: must be an integer (got "b")
+{"enum":[1,{"a":[true]}]} | 1.0 | ok
+{"enum":[1,{"a":[true]}]} | {"a":[true]} | ok
+{"enum":[1,null,{"a":[true]}]} | {"a":[false]} | must be one of 1, null, {"a":[true]}
+{"const":"phone"} | "phone" | ok
+{"const":"phone"} | "email" | must be "phone" (got "email")
+{"const":{"a":1}} | {"a":1.0} | ok
+{"const":{"a":1}} | {"a":1,"b":2} | must be {"a":1} (got {"a":1,"b":2})
+{"minimum":1,"maximum":10,"exclusiveMaximum":10.5} | 10.0 | ok
+{"minimum":1,"maximum":10,"exclusiveMaximum":10.5} | 0.5 | must be a number >= 1 (got 0.5)
+{"minimum":1,"maximum":10,"exclusiveMaximum":10.5} | 11 | must be a number <= 10 (got 11)
+{"exclusiveMinimum":0} | 0 | must be a number > 0 (got 0)
+{"exclusiveMaximum":0} | 0 | must be a number < 0 (got 0)
+{"maximum":9007199254740992} | 9007199254740993 | must be a number <= 9007199254740992 (got 9007199254740993)
+{"maximum":18446744073709551614} | 18446744073709551615 | must be a number <= 18446744073709551614 (got 18446744073709551615)
+{"minimum":-9223372036854775808,"maximum":18446744073709551615} | -1 | ok
+{"type":"integer","minimum":-1e308,"maximum":1e308} | 1e300 | ok
+{"minLength":2,"maxLength":3} | "hé🎉" | ok
+{"minLength":2,"maxLength":3} | "é" | must have at least 2 characters (got 1)
+{"minLength":2,"maxLength":3} | "🎉🎉🎉🎉" | must have at most 3 characters (got 4)
+{"pattern":"^[0-9]+$","format":"email","title":"t","x-mcp-header":"h"} | "not checked" | ok
+"##;
+
+    /// `allOf`, `anyOf`, `oneOf`, `not`, `if`/`then`/`else`, boolean schemas, `$ref`.
+    const COMBINATORS_BOOLEANS_REFS: &str = r##"
+{"allOf":[{"type":"integer"},{"minimum":3}]} | 3 | ok
+{"allOf":[{"type":"integer"},{"minimum":3}]} | 2 | must be a number >= 3 (got 2)
+{"properties":{"x":{"anyOf":[{"type":"string"},{"type":"null"}]}}} | {"x":null} | ok
+{"properties":{"x":{"anyOf":[{"type":"string"},{"type":"null"}]}}} | {"x":1} | /x: must match at least one of 2 alternatives (alternative 1: must be a string (got 1); alternative 2: must be null (got 1))
+{"oneOf":[{"type":"integer"},{"minimum":2},{"type":"string"}]} | 1 | ok
+{"oneOf":[{"type":"integer"},{"minimum":2},{"type":"string"}]} | 5 | must match exactly one of 3 alternatives, but matches both 1 and 2
+{"oneOf":[{"type":"integer"},{"minimum":2}]} | 1.5 | must match exactly one of 2 alternatives (alternative 1: must be an integer (got 1.5); alternative 2: must be a number >= 2 (got 1.5))
+{"properties":{"a":{"anyOf":[{"required":["b"]},{"properties":{"c":{"type":"string"}}},{},{}]}}} | {"a":{"c":0}} | ok
+{"anyOf":[{"required":["b"]},{"properties":{"c":{"type":"string"}}},{"not":{}},{"not":{}}]} | {"c":0} | must match at least one of 4 alternatives (alternative 1: missing required property 'b'; alternative 2: /c: must be a string (got 0); alternative 3: must not match the schema given in 'not')
+{"not":{"type":"string"}} | 1 | ok
+{"not":{"type":"string"}} | "s" | must not match the schema given in 'not'
+{"if":{"minimum":10},"then":{"maximum":20},"else":{"const":0}} | 15 | ok
+{"if":{"minimum":10},"then":{"maximum":20},"else":{"const":0}} | 0 | ok
+{"if":{"minimum":10},"then":{"maximum":20},"else":{"const":0}} | 25 | must be a number <= 20 (got 25)
+{"if":{"minimum":10},"then":{"maximum":20},"else":{"const":0}} | 3 | must be 0 (got 3)
+{"then":false,"else":false} | 1 | ok
+true | {"anything":[1]} | ok
+false | null | not allowed by the schema
+{"properties":{"x":false}} | {"x":1} | /x: not allowed by the schema
+{"$defs":{"a/b":{"type":"string"}},"properties":{"s":{"$ref":"#/$defs/a~1b"}}} | {"s":1} | /s: must be a string (got 1)
+{"definitions":{"n":{"type":"integer"}},"properties":{"n":{"$ref":"#/definitions/n"}}} | {"n":"1"} | /n: must be an integer (got "1")
+{"$ref":"https://example.com/s.json","allOf":[{"$ref":"#addressDef"},{"$ref":"#/$defs/none"},{"$ref":"#"}]} | 1 | ok
+"##;
+
+    /// Recursive and malformed schemas.
+    const NASTY_SCHEMAS: &str = r##"
+{"$defs":{"a":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"} | 1 | schema is too deep to validate (over 64 levels, or a recursive $ref)
+{"$defs":{"a":{"$ref":"#/$defs/a"}},"not":{"anyOf":[{"$ref":"#/$defs/a"}]}} | 1 | schema is too deep to validate (over 64 levels, or a recursive $ref)
+{"$defs":{"t":{"properties":{"c":{"$ref":"#/$defs/t"}},"additionalProperties":false}},"$ref":"#/$defs/t"} | {"c":{"c":{"c":{}}}} | ok
+{"type":5,"required":"x","properties":[],"minimum":"3","items":3,"enum":{},"minLength":-1,"maxItems":1.5} | {"a":1} | ok
+{"allOf":{},"anyOf":"x","oneOf":[],"not":7,"if":[],"$ref":5,"additionalProperties":"no","type":[]} | [1,2] | ok
+42 | "a schema that is not an object accepts anything" | ok
+"##;
+
+    fn message(schema: &Value, instance: &Value) -> String {
+        validate(schema, instance).map_or_else(|v| v.to_string(), |()| "ok".to_owned())
+    }
+
+    fn parse(text: &str) -> Value {
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    }
+
+    fn run(cases: &str) {
+        for line in cases.lines().filter(|l| !l.is_empty()) {
+            let parts: Vec<&str> = line.split(" | ").collect();
+            let [schema, instance, expected] = parts[..] else {
+                panic!("bad case: {line}")
+            };
+            let schema = parse(if schema == "FIXTURE" { FIXTURE } else { schema });
+            assert_eq!(message(&schema, &parse(instance)), expected, "case: {line}");
+        }
+    }
+
+    #[test]
+    fn examples_and_fixture() {
+        run(EXAMPLES_AND_FIXTURE);
+    }
+
+    #[test]
+    fn type_and_object_keywords() {
+        run(TYPE_AND_OBJECT_KEYWORDS);
+    }
+
+    #[test]
+    fn array_enum_number_string_keywords() {
+        run(ARRAY_ENUM_NUMBER_STRING_KEYWORDS);
+    }
+
+    #[test]
+    fn combinators_booleans_refs() {
+        run(COMBINATORS_BOOLEANS_REFS);
+    }
+
+    #[test]
+    fn nasty_schemas() {
+        run(NASTY_SCHEMAS);
+    }
+
+    #[test]
+    fn violation_fields_and_display() {
+        let v = validate(
+            &json!({"properties": {"ms": {"minimum": 0}}}),
+            &json!({"ms": -5}),
+        );
+        let v = v.expect_err("negative");
+        assert_eq!(
+            (v.path.as_str(), v.message.as_str()),
+            ("/ms", "must be a number >= 0 (got -5)")
+        );
+        assert_eq!(
+            format!("invalid arguments: {v}"),
+            "invalid arguments: /ms: must be a number >= 0 (got -5)"
+        );
+    }
+
+    #[test]
+    fn deep_nesting_is_bounded() {
+        let schema = (0..100).fold(json!({}), |inner, _| json!({"items": inner}));
+        let inst = (0..100).fold(json!(1), |inner, _| json!([inner]));
+        let too_deep = "schema is too deep to validate (over 64 levels, or a recursive $ref)";
+        assert_eq!(message(&schema, &inst), too_deep);
+        assert_eq!(message(&json!({"type": "array"}), &inst), "ok");
+        // Recursion through every combinator fits easily in half of tokio's 2 MiB worker stack.
+        let chain = json!({"$defs": {"a": {"not": {"anyOf": [{"if": {"$ref": "#/$defs/a"}}]}}},
+            "properties": {"x": {"oneOf": [{"allOf": [{"$ref": "#/$defs/a"}]}]}}});
+        let run = move || message(&chain, &json!({"x": 1}));
+        let thread = std::thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(run)
+            .expect("spawn");
+        assert_eq!(thread.join().expect("no stack overflow"), too_deep);
+    }
+
+    #[test]
+    fn work_is_bounded() {
+        // Each level doubles the work: 2^30 evaluations without a budget.
+        let mut defs = Map::new();
+        defs.insert("l0".into(), json!({"type": "string"}));
+        for i in 1..30 {
+            let below = json!({"$ref": format!("#/$defs/l{}", i - 1)});
+            defs.insert(format!("l{i}"), json!({"anyOf": [below.clone(), below]}));
+        }
+        let blowup = json!({"$defs": defs, "$ref": "#/$defs/l29"});
+        assert_eq!(
+            message(&blowup, &json!(1)),
+            "arguments too complex to validate"
+        );
+        let big = Value::Array(vec![json!(1); MAX_STEPS]);
+        assert_eq!(
+            message(&json!({"items": {}}), &big),
+            "arguments too complex to validate"
+        );
+    }
+
+    #[test]
+    fn long_values_are_clipped() {
+        let long = "é".repeat(100_000);
+        let got = message(&json!({"type": "integer"}), &json!(long));
+        assert!(got.len() < 100 && got.ends_with("...)"), "{got}");
+        let got = message(&json!({"additionalProperties": false}), &json!({ long: 1 }));
+        assert!(got.len() < 200, "{got}");
+        let nested = (0..100).fold(json!("x"), |inner, _| json!([inner]));
+        let got = message(&json!({"const": 1}), &nested);
+        assert!(
+            got.starts_with("must be 1 (got [[[[") && got.len() < 100,
+            "{got}"
+        );
     }
 }

@@ -1,1 +1,118 @@
-fn main() {}
+//! `mcp-tasks`: the command for users and operators.
+//!
+//! `mcp-tasks up` runs everything on one machine: a private `redis-server` on a free port
+//! (unless `MCPT_REDIS_URL` is set), a gateway and a worker pool, and prints the MCP URL.
+
+use std::process::{ExitCode, Stdio};
+use std::time::Duration;
+
+use mcp_tasks_shared::config::{ENV_REDIS_URL, GatewayConfig, WorkerConfig};
+use mcp_tasks_shared::{error_chain, shutdown, telemetry};
+use tokio::process::{Child, Command};
+
+const USAGE: &str = "usage: mcp-tasks up    run redis (private, unless MCPT_REDIS_URL is set), a gateway and a worker pool";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("up") if args.len() == 1 => up(),
+        Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        _ => {
+            eprintln!("mcp-tasks: {USAGE}");
+            ExitCode::from(64)
+        }
+    }
+}
+
+fn up() -> ExitCode {
+    let private_redis = std::env::var(ENV_REDIS_URL).map_or(true, |v| v.trim().is_empty());
+    let gateway_config = GatewayConfig::from_env();
+    let worker_config = WorkerConfig::from_env();
+    let (mut gateway_config, mut worker_config) = match (gateway_config, worker_config) {
+        (Ok(g), Ok(w)) => (g, w),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("mcp-tasks: {e}");
+            return ExitCode::from(64);
+        }
+    };
+    telemetry::init("mcp-tasks");
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mcp-tasks: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result: Result<(), String> = runtime.block_on(async {
+        let mut redis = None;
+        if private_redis {
+            let (child, url, dir) = start_redis().await?;
+            println!("redis: {url} (private, data in {})", dir.display());
+            gateway_config.redis_url.clone_from(&url);
+            worker_config.redis_url = url;
+            redis = Some((child, dir));
+        }
+        let listener = tokio::net::TcpListener::bind(gateway_config.listen_addr)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", gateway_config.listen_addr))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let stop = shutdown::on_signal();
+        let tools = mcp_tasks_worker::tools::packs(&worker_config.tools);
+        let worker = tokio::spawn(mcp_tasks_worker::run(worker_config, tools, stop.clone()));
+        let gateway = tokio::spawn(mcp_tasks_gateway::run(gateway_config, listener, stop.clone()));
+        println!("listening on http://{addr}");
+        println!("MCP endpoint: http://{addr}/mcp  (Ctrl-C stops everything)");
+        let (g, w) = tokio::join!(gateway, worker);
+        stop.cancel();
+        if let Some((mut child, dir)) = redis {
+            let _ = child.kill().await;
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        g.map_err(|e| e.to_string())?.map_err(|e| format!("gateway: {}", error_chain(&e)))?;
+        w.map_err(|e| e.to_string())?.map_err(|e| format!("worker: {}", error_chain(&e)))?;
+        Ok(())
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcp-tasks: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Start `redis-server` on a free loopback port in a fresh directory; wait until it answers.
+async fn start_redis() -> Result<(Child, String, std::path::PathBuf), String> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("cannot find a free port: {e}"))?
+        .port();
+    let dir = std::env::temp_dir().join(format!("mcp-tasks-redis-{port}"));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .args(["--maxmemory-policy", "noeviction", "--loglevel", "warning"])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                "redis-server is not installed; install it (apt-get install redis-server) or set MCPT_REDIS_URL".to_owned()
+            }
+            _ => format!("cannot start redis-server: {e}"),
+        })?;
+    let url = format!("redis://127.0.0.1:{port}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tokio::time::Instant::now() < deadline {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return Ok((child, url, dir));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Err(format!("redis-server did not start listening on port {port} within 10 s"))
+}

@@ -1,0 +1,153 @@
+//! The one place that turns gateway errors into JSON-RPC error objects and HTTP statuses
+//! (STYLE.md §5; status mapping from base-protocol.md §7.5).
+
+use hyper::StatusCode;
+use mcp_tasks_shared::protocol::PROTOCOL_VERSION;
+use mcp_tasks_shared::protocol::jsonrpc::{
+    ErrorObject, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY, PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION,
+};
+use mcp_tasks_shared::store::StoreError;
+use serde_json::{Value, json};
+
+/// Why a request was not answered with a result.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DispatchError {
+    /// The body is not JSON (-32700, HTTP 400).
+    #[error("parse error: {0}")]
+    Parse(String),
+    /// Not a valid JSON-RPC request (-32600, HTTP 400).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// A required `_meta` field is missing or ill-typed (-32602, HTTP 400, B-06).
+    #[error("{0}")]
+    BadMeta(String),
+    /// A standard header is missing, malformed or disagrees with the body (-32020, HTTP 400).
+    #[error("{0}")]
+    HeaderMismatch(String),
+    /// The protocol version is not served (-32022, HTTP 400).
+    #[error("unsupported protocol version {requested:?}")]
+    UnsupportedVersion {
+        /// What the client asked for.
+        requested: String,
+    },
+    /// Unknown or removed method (-32601, HTTP 404).
+    #[error("Method not found: {0}")]
+    MethodNotFound(String),
+    /// The request needs client capabilities it did not declare (-32021, HTTP 400).
+    #[error("Missing required client capability")]
+    MissingCapability(Value),
+    /// Invalid params of a valid request (-32602, in-band).
+    #[error("{0}")]
+    InvalidParams(String),
+    /// Unknown, expired or foreign task (-32602, in-band; T-24, T-25).
+    #[error("Task not found")]
+    TaskNotFound,
+    /// A failed task's error or another JSON-RPC error to pass through (in-band).
+    #[error("{}", .0.message)]
+    Rpc(ErrorObject),
+    /// Redis unreachable or failing (-32603, in-band).
+    #[error("store failed")]
+    Store(#[from] StoreError),
+    /// Anything else (-32603, in-band; the cause is logged, not sent).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl DispatchError {
+    /// The HTTP status this error is sent with.
+    pub(crate) fn status(&self) -> StatusCode {
+        match self {
+            DispatchError::Parse(_)
+            | DispatchError::InvalidRequest(_)
+            | DispatchError::BadMeta(_)
+            | DispatchError::HeaderMismatch(_)
+            | DispatchError::UnsupportedVersion { .. }
+            | DispatchError::MissingCapability(_) => StatusCode::BAD_REQUEST,
+            DispatchError::MethodNotFound(_) => StatusCode::NOT_FOUND,
+            DispatchError::InvalidParams(_)
+            | DispatchError::TaskNotFound
+            | DispatchError::Rpc(_)
+            | DispatchError::Store(_)
+            | DispatchError::Internal(_) => StatusCode::OK,
+        }
+    }
+}
+
+impl From<&DispatchError> for ErrorObject {
+    fn from(e: &DispatchError) -> Self {
+        match e {
+            DispatchError::Parse(why) => ErrorObject::new(PARSE_ERROR, format!("Parse error: {why}")),
+            DispatchError::InvalidRequest(why) => ErrorObject::new(INVALID_REQUEST, format!("Invalid request: {why}")),
+            DispatchError::BadMeta(why) | DispatchError::InvalidParams(why) => ErrorObject::new(INVALID_PARAMS, why.clone()),
+            DispatchError::HeaderMismatch(why) => ErrorObject::new(HEADER_MISMATCH, format!("Header mismatch: {why}")),
+            DispatchError::UnsupportedVersion { requested } => ErrorObject::with_data(
+                UNSUPPORTED_PROTOCOL_VERSION,
+                format!("Unsupported protocol version {requested:?}; this server speaks {PROTOCOL_VERSION}"),
+                json!({ "supported": [PROTOCOL_VERSION], "requested": requested }),
+            ),
+            DispatchError::MethodNotFound(m) => ErrorObject::new(METHOD_NOT_FOUND, format!("Method not found: {m}")),
+            DispatchError::MissingCapability(required) => ErrorObject::with_data(
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                format!("Missing required client capability: {}", describe(required)),
+                json!({ "requiredCapabilities": required }),
+            ),
+            // An unknown task and someone else's task answer alike (T-25).
+            DispatchError::TaskNotFound => ErrorObject::new(INVALID_PARAMS, "Failed to retrieve task: Task not found"),
+            DispatchError::Rpc(e) => e.clone(),
+            DispatchError::Store(StoreError::Redis(_)) => {
+                ErrorObject::new(INTERNAL_ERROR, "Redis is unavailable; the request changed nothing, try again")
+            }
+            DispatchError::Store(StoreError::Rejected(why)) => ErrorObject::new(INVALID_PARAMS, why.clone()),
+            DispatchError::Store(StoreError::Corrupt(_)) | DispatchError::Internal(_) => {
+                ErrorObject::new(INTERNAL_ERROR, "internal error")
+            }
+        }
+    }
+}
+
+/// `{"extensions":{"io.modelcontextprotocol/tasks":{}},"elicitation":{}}` → `extensions.io.modelcontextprotocol/tasks, elicitation`.
+fn describe(required: &Value) -> String {
+    let mut names = Vec::new();
+    if let Value::Object(map) = required {
+        for (k, v) in map {
+            match v {
+                Value::Object(inner) if k == "extensions" => names.extend(inner.keys().map(|e| format!("extension {e}"))),
+                Value::Object(inner) if !inner.is_empty() => names.extend(inner.keys().map(|i| format!("{k}.{i}"))),
+                _ => names.push(k.clone()),
+            }
+        }
+    }
+    names.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// T-04, B-08: -32021 carries requiredCapabilities and is sent with HTTP 400.
+    #[test]
+    fn missing_capability_shape() {
+        let e = DispatchError::MissingCapability(json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}));
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        let o = ErrorObject::from(&e);
+        assert_eq!(o.code, -32021);
+        assert_eq!(o.data.unwrap()["requiredCapabilities"]["extensions"]["io.modelcontextprotocol/tasks"], json!({}));
+        assert!(o.message.contains("extension io.modelcontextprotocol/tasks"));
+    }
+
+    /// B-19: -32022 names supported and requested versions.
+    #[test]
+    fn unsupported_version_shape() {
+        let o = ErrorObject::from(&DispatchError::UnsupportedVersion { requested: "v999".into() });
+        assert_eq!(o.data.unwrap(), json!({"supported": ["2026-07-28"], "requested": "v999"}));
+    }
+
+    /// B-23, T-39: unknown methods are 404 / -32601.
+    #[test]
+    fn method_not_found_is_404() {
+        let e = DispatchError::MethodNotFound("tasks/list".into());
+        assert_eq!(e.status(), StatusCode::NOT_FOUND);
+        assert_eq!(ErrorObject::from(&e).code, -32601);
+    }
+}

@@ -1,0 +1,30 @@
+//! `server/discover` (base-protocol.md §5, T-01, B-10).
+
+use mcp_tasks_shared::protocol::jsonrpc::result_bytes;
+use mcp_tasks_shared::protocol::meta::server_meta;
+use mcp_tasks_shared::protocol::{PROTOCOL_VERSION, TASKS_EXTENSION};
+use serde_json::json;
+
+use crate::envelope::Request;
+use crate::error::DispatchError;
+use crate::http::Reply;
+
+/// Seconds a client may cache the discover result.
+const DISCOVER_TTL_MS: u64 = 60_000;
+
+pub(crate) fn discover(req: &Request) -> Result<Reply, DispatchError> {
+    let result = json!({
+        "resultType": "complete",
+        "supportedVersions": [PROTOCOL_VERSION],
+        "capabilities": {
+            "tools": {},
+            // Exactly `{}`: the reference client only speaks tasks to an empty object (T-01).
+            "extensions": { TASKS_EXTENSION: {} }
+        },
+        "instructions": "Long-running tools answer with a task handle when you declare the io.modelcontextprotocol/tasks extension; follow it with tasks/get or subscriptions/listen.",
+        "ttlMs": DISCOVER_TTL_MS,
+        "cacheScope": "public",
+        "_meta": server_meta(),
+    });
+    Ok(Reply::Json(result_bytes(&req.id, &result)))
+}

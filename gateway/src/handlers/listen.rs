@@ -1,0 +1,226 @@
+//! `subscriptions/listen` with task notifications (base-protocol.md §12,
+//! tasks-extension.md §12; T-46…T-50).
+//!
+//! Order on the stream: subscribe every requested task (confirmed by Redis), read their
+//! snapshots, acknowledge the ids that exist and belong to the caller, send each snapshot,
+//! then every newer version as it is published — never an older or equal one, nothing after
+//! a terminal state. A Redis reconnect makes the stream re-read and send what changed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use mcp_tasks_shared::protocol::jsonrpc::{Id, Notification, result_bytes};
+use mcp_tasks_shared::protocol::meta::SUBSCRIPTION_ID_KEY;
+use mcp_tasks_shared::protocol::tasks::DetailedTask;
+use mcp_tasks_shared::store::events::TaskEvent;
+use mcp_tasks_shared::store::{TaskRecord, is_plausible_task_id};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+use tracing::Instrument as _;
+
+use super::{owner, require_tasks};
+use crate::State;
+use crate::envelope::Request;
+use crate::error::DispatchError;
+use crate::http::{Reply, sse_event};
+
+/// Most task ids one listen request may name (T-56).
+pub(crate) const MAX_TASK_IDS: usize = 1000;
+
+/// SSE comment sent on idle streams (B-15).
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
+#[derive(Serialize)]
+struct TaskNotification<'a> {
+    #[serde(flatten)]
+    task: &'a DetailedTask,
+    #[serde(rename = "_meta")]
+    meta: Value,
+}
+
+pub(crate) async fn listen(state: &Arc<State>, req: Request, accepts_sse: bool) -> Result<Reply, DispatchError> {
+    let filter = match req.params.get("notifications") {
+        Some(Value::Object(f)) => f,
+        _ => return Err(DispatchError::InvalidParams("params.notifications must be an object".into())),
+    };
+    let mut task_ids: Vec<String> = Vec::new();
+    if let Some(ids) = filter.get("taskIds") {
+        require_tasks(&req)?;
+        let Some(ids) = ids.as_array() else {
+            return Err(DispatchError::InvalidParams("notifications.taskIds must be an array of strings".into()));
+        };
+        if ids.len() > MAX_TASK_IDS {
+            return Err(DispatchError::InvalidParams(format!(
+                "notifications.taskIds names {} tasks; at most {MAX_TASK_IDS} are accepted",
+                ids.len()
+            )));
+        }
+        for id in ids {
+            let Some(id) = id.as_str() else {
+                return Err(DispatchError::InvalidParams("notifications.taskIds must be an array of strings".into()));
+            };
+            if is_plausible_task_id(id) && !task_ids.iter().any(|t| t == id) {
+                task_ids.push(id.to_owned());
+            }
+        }
+    }
+    if !accepts_sse {
+        return Err(DispatchError::InvalidParams(
+            "subscriptions/listen answers with an SSE stream; the Accept header must allow text/event-stream".into(),
+        ));
+    }
+    // Subscribe first, then read: no change between the two is lost (T-50).
+    let (events_tx, events_rx) = mpsc::channel::<(String, TaskEvent)>(256);
+    let mut forwarders: HashMap<String, AbortHandle> = HashMap::new();
+    for id in &task_ids {
+        let mut watch = state.hub.watch(id).await?;
+        let tx = events_tx.clone();
+        let task = id.clone();
+        let handle = tokio::spawn(async move {
+            while let Some(ev) = watch.recv().await {
+                if tx.send((task.clone(), ev)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        forwarders.insert(id.clone(), handle.abort_handle());
+    }
+    drop(events_tx);
+    let snapshots = state.store.get_tasks(&task_ids).await?;
+    let me = owner(&req);
+    let mut last_seen: HashMap<String, u64> = HashMap::new();
+    let mut initial = Vec::new();
+    for (id, snap) in task_ids.iter().zip(snapshots) {
+        match snap.filter(|r| r.owner == me) {
+            Some(rec) => {
+                last_seen.insert(id.clone(), rec.version);
+                initial.push(rec);
+            }
+            // Unknown, expired or foreign: left out of the ack silently (T-46).
+            None => {
+                if let Some(h) = forwarders.remove(id) {
+                    h.abort();
+                }
+            }
+        }
+    }
+    let accepted: Vec<&str> = initial.iter().map(|r| r.id.as_str()).collect();
+    let mut honoured = serde_json::Map::new();
+    if !accepted.is_empty() {
+        honoured.insert("taskIds".to_owned(), json!(accepted));
+    }
+    let ack = Notification {
+        jsonrpc: "2.0",
+        method: "notifications/subscriptions/acknowledged",
+        params: json!({ "_meta": { SUBSCRIPTION_ID_KEY: &req.id }, "notifications": honoured }),
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    let mut stream = Stream {
+        tx,
+        subscription: req.id.clone(),
+        last_seen,
+        forwarders,
+    };
+    stream.send_json(&ack).await;
+    for rec in &initial {
+        stream.emit(rec).await;
+    }
+    let span = tracing::info_span!("listen", listen.tasks = stream.last_seen.len(), rpc.id = %req.id);
+    let state = state.clone();
+    tokio::spawn(stream.run(state, events_rx).instrument(span));
+    Ok(Reply::Sse(rx))
+}
+
+struct Stream {
+    tx: mpsc::Sender<Bytes>,
+    subscription: Id,
+    /// Task id → last version sent; removed once terminal.
+    last_seen: HashMap<String, u64>,
+    forwarders: HashMap<String, AbortHandle>,
+}
+
+impl Stream {
+    async fn send_json<T: Serialize>(&self, message: &T) {
+        if let Ok(bytes) = serde_json::to_vec(message) {
+            let _ = self.tx.send(sse_event(&bytes)).await;
+        }
+    }
+
+    /// Send `rec` if it is newer than what this stream sent.
+    async fn send_task(&mut self, rec: &TaskRecord) {
+        match self.last_seen.get(&rec.id) {
+            Some(last) if rec.version > *last => self.emit(rec).await,
+            _ => {}
+        }
+    }
+
+    /// Send `rec`; stop watching its task once it is terminal.
+    async fn emit(&mut self, rec: &TaskRecord) {
+        let task = rec.to_detailed();
+        let note = Notification {
+            jsonrpc: "2.0",
+            method: "notifications/tasks",
+            params: TaskNotification {
+                task: &task,
+                meta: json!({ SUBSCRIPTION_ID_KEY: &self.subscription }),
+            },
+        };
+        self.send_json(&note).await;
+        if rec.is_terminal() {
+            self.last_seen.remove(&rec.id);
+            if let Some(h) = self.forwarders.remove(&rec.id) {
+                h.abort();
+            }
+        } else {
+            self.last_seen.insert(rec.id.clone(), rec.version);
+        }
+    }
+
+    async fn run(mut self, state: Arc<State>, events: mpsc::Receiver<(String, TaskEvent)>) {
+        // `None` once every watched task ended: the stream then only keeps alive.
+        let mut events = Some(events);
+        let mut keepalive = tokio::time::interval(KEEPALIVE);
+        keepalive.tick().await;
+        loop {
+            tokio::select! {
+                () = self.tx.closed() => break,
+                () = state.shutdown.cancelled() => {
+                    // Server-initiated end: the listen response first (B-40).
+                    let done = json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID_KEY: &self.subscription } });
+                    let _ = self.tx.send(sse_event(&result_bytes(&self.subscription, &done))).await;
+                    break;
+                }
+                _ = keepalive.tick() => {
+                    if self.tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
+                        break;
+                    }
+                }
+                event = async {
+                    match events.as_mut() {
+                        Some(rx) => rx.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => match event {
+                    None => events = None,
+                    Some((_, TaskEvent::Changed(rec))) => self.send_task(&rec).await,
+                    Some((id, TaskEvent::Resync)) => match state.store.get_task(&id).await {
+                        Ok(Some(rec)) => self.send_task(&rec).await,
+                        Ok(None) => {
+                            self.last_seen.remove(&id);
+                            if let Some(h) = self.forwarders.remove(&id) { h.abort(); }
+                        }
+                        Err(e) => tracing::warn!(task.id = %id, error = %e, "re-read after reconnect failed"),
+                    },
+                },
+            }
+        }
+        for (_, h) in self.forwarders.drain() {
+            h.abort();
+        }
+        tracing::debug!("listen stream closed");
+    }
+}

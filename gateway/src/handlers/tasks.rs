@@ -1,0 +1,94 @@
+//! `tasks/get`, `tasks/update`, `tasks/cancel` (tasks-extension.md §8–§10).
+
+use std::sync::Arc;
+
+use mcp_tasks_shared::protocol::jsonrpc::result_bytes;
+use mcp_tasks_shared::protocol::meta::server_meta;
+use mcp_tasks_shared::protocol::tasks::{EmptyResult, GetTaskResult, ResponseKind};
+use mcp_tasks_shared::store::{Answer, is_plausible_task_id};
+use serde_json::Value;
+
+use super::{owner, require_tasks, task_id};
+use crate::State;
+use crate::envelope::Request;
+use crate::error::DispatchError;
+use crate::http::Reply;
+
+/// Most answers one `tasks/update` may carry (T-56).
+const MAX_ANSWERS: usize = 64;
+
+fn empty(req: &Request) -> Reply {
+    Reply::Json(result_bytes(
+        &req.id,
+        &EmptyResult {
+            result_type: "complete",
+            meta: server_meta(),
+        },
+    ))
+}
+
+/// The task id, gated on the extension first (T-05; the conformance probe uses an unknown id).
+fn checked_id(req: &Request) -> Result<&str, DispatchError> {
+    require_tasks(req)?;
+    let id = task_id(req)?;
+    tracing::Span::current().record("task.id", id);
+    Ok(id)
+}
+
+/// One `HGETALL`; the same answer for unknown, expired and foreign ids (T-24, T-25, T-26).
+pub(crate) async fn get(state: &Arc<State>, req: &Request) -> Result<Reply, DispatchError> {
+    let id = checked_id(req)?;
+    if !is_plausible_task_id(id) {
+        return Err(DispatchError::TaskNotFound);
+    }
+    let rec = state.store.get_task(id).await?;
+    let Some(rec) = rec.filter(|r| r.owner == owner(req)) else {
+        return Err(DispatchError::TaskNotFound);
+    };
+    let task = rec.to_detailed();
+    let result = GetTaskResult {
+        result_type: "complete",
+        task: &task,
+        meta: server_meta(),
+    };
+    Ok(Reply::Json(result_bytes(&req.id, &result)))
+}
+
+/// Answers for outstanding keys are recorded before the ack (T-27…T-34).
+pub(crate) async fn update(state: &Arc<State>, req: &Request) -> Result<Reply, DispatchError> {
+    let id = checked_id(req)?;
+    let responses = match req.params.get("inputResponses") {
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err(DispatchError::InvalidParams("params.inputResponses must be an object".into())),
+        None => return Err(DispatchError::InvalidParams("params.inputResponses is required".into())),
+    };
+    if responses.len() > MAX_ANSWERS {
+        return Err(DispatchError::InvalidParams(format!(
+            "params.inputResponses has {} answers; at most {MAX_ANSWERS} are accepted",
+            responses.len()
+        )));
+    }
+    if !is_plausible_task_id(id) {
+        return Err(DispatchError::TaskNotFound);
+    }
+    let answers: Vec<(String, u8, String)> = responses
+        .iter()
+        .map(|(k, v)| (k.clone(), ResponseKind::mask_of(v), v.to_string()))
+        .collect();
+    match state.store.answer(id, owner(req), &answers).await? {
+        Answer::Ok => Ok(empty(req)),
+        Answer::NotFound => Err(DispatchError::TaskNotFound),
+        Answer::Invalid { key, method } => Err(DispatchError::InvalidParams(format!(
+            "inputResponses[\"{key}\"] is not a valid result for {method}; nothing was recorded"
+        ))),
+    }
+}
+
+/// Acknowledged at once; terminal tasks do not change (T-35…T-37).
+pub(crate) async fn cancel(state: &Arc<State>, req: &Request) -> Result<Reply, DispatchError> {
+    let id = checked_id(req)?;
+    if !is_plausible_task_id(id) || !state.store.cancel(id, owner(req)).await? {
+        return Err(DispatchError::TaskNotFound);
+    }
+    Ok(empty(req))
+}

@@ -1,0 +1,277 @@
+//! `tools/list` and `tools/call` — where the server decides, per request, whether a call
+//! becomes a task (ARCHITECTURE.md "tools/call", tasks-extension.md §2.2, §7).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR, result_bytes};
+use mcp_tasks_shared::protocol::meta::{Capability, TRACEPARENT_KEY, missing_capabilities, server_meta};
+use mcp_tasks_shared::protocol::tasks::{CreateTaskResult, ResponseKind, TaskStatus};
+use mcp_tasks_shared::protocol::time::rfc3339_millis;
+use mcp_tasks_shared::protocol::tools::CallToolResult;
+use mcp_tasks_shared::schema;
+use mcp_tasks_shared::store::events::{TaskEvent, Watch};
+use mcp_tasks_shared::store::registry::{Policy, ToolAdvert};
+use mcp_tasks_shared::store::{Job, NewTask, Store, TaskRecord, new_task_id};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use super::owner;
+use crate::State;
+use crate::envelope::Request;
+use crate::error::DispatchError;
+use crate::http::Reply;
+
+/// How long a client may cache `tools/list`.
+const LIST_TTL_MS: u64 = 5_000;
+
+/// A synchronous call's task outlives its wait by this much, then expires.
+const SYNC_TASK_SLACK: Duration = Duration::from_secs(60);
+
+pub(crate) async fn list(state: &Arc<State>, req: &Request) -> Result<Reply, DispatchError> {
+    if req.params.contains_key("cursor") {
+        return Err(DispatchError::InvalidParams(
+            "invalid cursor: this server lists every tool on one page".into(),
+        ));
+    }
+    let tools = state.registry.tools().await?;
+    let listed: Vec<_> = tools.iter().map(|a| &a.tool).collect();
+    let result = json!({
+        "resultType": "complete",
+        "tools": listed,
+        "ttlMs": LIST_TTL_MS,
+        "cacheScope": "public",
+        "_meta": server_meta(),
+    });
+    Ok(Reply::Json(result_bytes(&req.id, &result)))
+}
+
+/// How this call runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Wait for the result.
+    Sync,
+    /// Answer with the task handle at once.
+    Task,
+    /// Wait a short budget; then the handle if the extension is declared, else keep waiting.
+    Auto { declared: bool },
+}
+
+pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, DispatchError> {
+    let name = req.params.get("name").and_then(Value::as_str).unwrap_or_default();
+    let args = match req.params.get("arguments") {
+        None => Value::Object(Map::new()),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => return Err(DispatchError::InvalidParams("params.arguments must be an object".into())),
+    };
+    let Some(tool) = state.registry.find(name).await? else {
+        return Err(DispatchError::InvalidParams(format!("Unknown tool: {name}")));
+    };
+    let caps = req.capabilities();
+    let declared = Capability::Tasks.declared_in(caps);
+    let mut needs: Vec<Capability> = tool.needs.iter().map(|n| (*n).into()).collect();
+    if tool.policy == Policy::TaskOnly {
+        needs.push(Capability::Tasks);
+    }
+    if let Some(missing) = missing_capabilities(&needs, caps) {
+        return Err(DispatchError::MissingCapability(missing));
+    }
+    // Arguments that break the schema: a tool error the model can correct; no task (B-29).
+    if let Err(violation) = schema::validate(&tool.tool.input_schema, &args) {
+        let result = CallToolResult::error_text(format!("invalid arguments for tool {name}: {violation}"));
+        return Ok(Reply::Json(result_bytes(&req.id, &result)));
+    }
+    // MRTR before any task exists (T-15).
+    let pre = match pre_input(&tool, &req)? {
+        Ok(answers) => answers,
+        Err(ask) => return Ok(Reply::Json(result_bytes(&req.id, &ask))),
+    };
+    let mode = match (tool.policy, declared) {
+        (Policy::Sync, _) | (Policy::Task, false) => Mode::Sync,
+        (Policy::Task | Policy::TaskOnly, true) => Mode::Task,
+        (Policy::Auto, declared) => Mode::Auto { declared },
+        (Policy::TaskOnly, false) => unreachable!("the capability check rejects this"),
+    };
+    let job = Job {
+        tool: name.to_owned(),
+        args,
+        caps: caps.clone(),
+        pre,
+        traceparent: req.meta().get(TRACEPARENT_KEY).and_then(Value::as_str).map(str::to_owned),
+    };
+    let id = new_task_id();
+    tracing::Span::current().record("task.id", id.as_str());
+    let owner = owner(&req);
+    let sync_timeout = state.config.sync_timeout;
+    let ttl_ms = match mode {
+        Mode::Sync => tool.ttl_ms.min(millis(sync_timeout + SYNC_TASK_SLACK)),
+        _ => tool.ttl_ms,
+    };
+    let new = NewTask {
+        id: &id,
+        ttl_ms: Some(ttl_ms),
+        poll_ms: tool.poll_interval_ms,
+        owner,
+        queue: &tool.queue,
+        job: &job,
+    };
+    // Watch before creating, so the result cannot slip past a synchronous wait.
+    let mut watch = match mode {
+        Mode::Task => None,
+        _ => Some(state.hub.watch(&id).await?),
+    };
+    // A client that goes away before it learns the task id cancels the task (T-58, B-16).
+    let mut guard = CancelOnDrop::new(&state.store, &id, owner);
+    let created = state.store.create_task(&new).await?;
+    tracing::info!(task.id = %id, tool.name = %name, mode = ?mode, "task {id} created");
+    let handle = || {
+        let created = rfc3339_millis(created);
+        CreateTaskResult {
+            result_type: "task",
+            task_id: id.clone(),
+            status: TaskStatus::Working,
+            created_at: created.clone(),
+            last_updated_at: created,
+            ttl_ms: Some(ttl_ms),
+            poll_interval_ms: tool.poll_interval_ms,
+            meta: server_meta(),
+        }
+    };
+    let reply = match (mode, watch.as_mut()) {
+        (Mode::Task, _) => Reply::Json(result_bytes(&req.id, &handle())),
+        (Mode::Auto { declared: true }, Some(w)) => {
+            match wait_terminal(&state.store, w, Instant::now() + state.config.auto_wait).await? {
+                Some(rec) => sync_reply(&req, &rec)?,
+                None => Reply::Json(result_bytes(&req.id, &handle())),
+            }
+        }
+        (Mode::Sync | Mode::Auto { declared: false }, Some(w)) => {
+            match wait_terminal(&state.store, w, Instant::now() + sync_timeout).await? {
+                Some(rec) => sync_reply(&req, &rec)?,
+                None => {
+                    // Leave the guard armed: dropping it cancels the abandoned task.
+                    return Err(DispatchError::Rpc(ErrorObject::new(
+                        INTERNAL_ERROR,
+                        format!("tool {name} did not finish within {} s (MCPT_SYNC_TIMEOUT); the call was cancelled", sync_timeout.as_secs()),
+                    )));
+                }
+            }
+        }
+        (_, None) => return Err(DispatchError::Internal("no watch for a waiting call".into())),
+    };
+    guard.disarm();
+    Ok(reply)
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The stored result as the call's answer, or the task's error as a JSON-RPC error.
+fn sync_reply(req: &Request, rec: &TaskRecord) -> Result<Reply, DispatchError> {
+    let task = rec.to_detailed();
+    match task.status {
+        TaskStatus::Completed => {
+            let raw = task
+                .result
+                .unwrap_or_else(|| RawValue::from_string(r#"{"resultType":"complete","content":[]}"#.into()).unwrap_or_default());
+            Ok(Reply::Json(result_bytes(&req.id, &raw)))
+        }
+        TaskStatus::Failed => Err(DispatchError::Rpc(
+            task.error.unwrap_or_else(|| ErrorObject::new(INTERNAL_ERROR, "the tool failed")),
+        )),
+        _ => Err(DispatchError::Rpc(ErrorObject::new(INTERNAL_ERROR, "the tool call was cancelled"))),
+    }
+}
+
+/// Wait until the watched task is terminal, or `until`. `None` on timeout.
+async fn wait_terminal(store: &Store, watch: &mut Watch, until: Instant) -> Result<Option<TaskRecord>, DispatchError> {
+    loop {
+        let event = tokio::time::timeout_at(until.into(), watch.recv()).await;
+        match event {
+            Err(_) => return Ok(None),
+            Ok(None) => return Err(DispatchError::Internal("event hub stopped".into())),
+            Ok(Some(TaskEvent::Changed(rec))) => {
+                if rec.is_terminal() {
+                    return Ok(Some(rec));
+                }
+            }
+            Ok(Some(TaskEvent::Resync)) => match store.get_task(watch.task_id()).await? {
+                Some(rec) if rec.is_terminal() => return Ok(Some(rec)),
+                Some(_) => {}
+                None => return Err(DispatchError::Internal("task vanished while waiting".into())),
+            },
+        }
+    }
+}
+
+/// The MRTR round of a tool with `pre_input`: the answers when every key has a well-formed
+/// one, else the `InputRequiredResult` asking for the rest.
+fn pre_input(tool: &ToolAdvert, req: &Request) -> Result<Result<Map<String, Value>, Value>, DispatchError> {
+    if tool.pre_input.is_empty() {
+        return Ok(Ok(Map::new()));
+    }
+    let responses = match req.params.get("inputResponses") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(_) => return Err(DispatchError::InvalidParams("params.inputResponses must be an object".into())),
+    };
+    let mut answers = Map::new();
+    let mut missing = Map::new();
+    for (key, request) in &tool.pre_input {
+        let kind = request.kind().map_err(DispatchError::Internal)?;
+        match responses.get(key) {
+            Some(answer) if ResponseKind::mask_of(answer) & kind.bit() != 0 => {
+                answers.insert(key.clone(), answer.clone());
+            }
+            _ => {
+                missing.insert(key.clone(), serde_json::to_value(request).unwrap_or(Value::Null));
+            }
+        }
+    }
+    if missing.is_empty() {
+        Ok(Ok(answers))
+    } else {
+        Ok(Err(json!({ "resultType": "input_required", "inputRequests": missing, "_meta": server_meta() })))
+    }
+}
+
+/// Cancels the task if dropped while armed (the request future was dropped: the client left).
+struct CancelOnDrop {
+    store: Store,
+    id: String,
+    owner: &'static str,
+    armed: bool,
+}
+
+impl CancelOnDrop {
+    fn new(store: &Store, id: &str, owner: &'static str) -> Self {
+        CancelOnDrop {
+            store: store.clone(),
+            id: id.to_owned(),
+            owner,
+            armed: true,
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let store = self.store.clone();
+        let id = std::mem::take(&mut self.id);
+        let owner = self.owner;
+        tracing::info!(task.id = %id, "caller left before learning the task; cancelling it");
+        tokio::spawn(async move {
+            if let Err(e) = store.cancel(&id, owner).await {
+                tracing::warn!(task.id = %id, error = %e, "cannot cancel abandoned task");
+            }
+        });
+    }
+}

@@ -1,0 +1,151 @@
+//! Standard request headers (base-protocol.md §7): reading `MCP-Protocol-Version`,
+//! `Mcp-Method` and `Mcp-Name` before the body is parsed, decoding the `=?base64?…?=`
+//! sentinel (B-22), and the Origin / Host checks against DNS rebinding (B-17).
+
+use base64::Engine as _;
+use hyper::HeaderMap;
+
+/// A header that was present but could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HeaderValueError {
+    /// Characters outside visible ASCII, space and tab.
+    InvalidCharacters,
+    /// A malformed `=?base64?…?=` value.
+    BadSentinel,
+}
+
+/// One routing header: absent, usable, or malformed.
+pub(crate) type RoutingHeader = Option<Result<String, HeaderValueError>>;
+
+/// The routing headers of one request, read before the body.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Routing {
+    /// `MCP-Protocol-Version`.
+    pub(crate) protocol_version: RoutingHeader,
+    /// `Mcp-Method`.
+    pub(crate) method: RoutingHeader,
+    /// `Mcp-Name` (decoded).
+    pub(crate) name: RoutingHeader,
+}
+
+impl Routing {
+    /// Read the headers (names are case-insensitive, values case-sensitive).
+    pub(crate) fn from_headers(headers: &HeaderMap) -> Routing {
+        Routing {
+            protocol_version: read(headers, "mcp-protocol-version"),
+            method: read(headers, "mcp-method"),
+            name: read(headers, "mcp-name"),
+        }
+    }
+}
+
+fn read(headers: &HeaderMap, name: &str) -> RoutingHeader {
+    let raw = headers.get(name)?;
+    Some(decode_value(raw.as_bytes()))
+}
+
+/// Decode a header value: trim surrounding whitespace, check the character set, unwrap the
+/// Base64 sentinel if present.
+pub(crate) fn decode_value(raw: &[u8]) -> Result<String, HeaderValueError> {
+    if !raw.iter().all(|&b| b == b'\t' || (0x20..=0x7e).contains(&b)) {
+        return Err(HeaderValueError::InvalidCharacters);
+    }
+    let text = std::str::from_utf8(raw).map_err(|_| HeaderValueError::InvalidCharacters)?.trim();
+    match text.strip_prefix("=?base64?").and_then(|s| s.strip_suffix("?=")) {
+        None => Ok(text.to_owned()),
+        Some(encoded) => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .map_err(|_| HeaderValueError::BadSentinel)?;
+            String::from_utf8(bytes).map_err(|_| HeaderValueError::BadSentinel)
+        }
+    }
+}
+
+/// Whether a request's `Origin` (if any) may talk to this server: loopback origins always,
+/// others only when listed in `MCPT_ALLOWED_ORIGINS`.
+pub(crate) fn origin_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
+    let Some(origin) = headers.get(hyper::header::ORIGIN) else {
+        return true;
+    };
+    let Ok(origin) = origin.to_str() else {
+        return false;
+    };
+    if allowed.iter().any(|a| a == origin || a == "*") {
+        return true;
+    }
+    let Some(rest) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
+        return false;
+    };
+    is_loopback_host(rest)
+}
+
+/// Whether `Host` names a loopback address (checked when the gateway listens on loopback,
+/// so a DNS-rebound name cannot reach it).
+pub(crate) fn host_allowed(headers: &HeaderMap) -> bool {
+    match headers.get(hyper::header::HOST).map(|h| h.to_str()) {
+        None => true,
+        Some(Ok(host)) => is_loopback_host(host),
+        Some(Err(_)) => false,
+    }
+}
+
+/// `localhost`, `127.x.y.z` or `[::1]`, with an optional port.
+fn is_loopback_host(host_port: &str) -> bool {
+    let host = if let Some(rest) = host_port.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((h, tail)) if tail.is_empty() || tail.starts_with(':') => h,
+            _ => return false,
+        }
+    } else {
+        host_port.rsplit_once(':').map_or(host_port, |(h, _)| h)
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// B-22: sentinel decoding.
+    #[test]
+    fn sentinel_values_decode() {
+        assert_eq!(decode_value(b"=?base64?SGVsbG8=?="), Ok("Hello".into()));
+        assert_eq!(decode_value(b"  greet  "), Ok("greet".into()));
+        assert_eq!(decode_value(b"SGVsbG8="), Ok("SGVsbG8=".into()));
+        assert_eq!(decode_value(b"=?base64?SGVsbG8=").as_deref(), Ok("=?base64?SGVsbG8="));
+        assert_eq!(decode_value(b"=?base64?SGVsbG8?="), Err(HeaderValueError::BadSentinel));
+        assert_eq!(decode_value(b"=?base64?SGVs!!!bG8=?="), Err(HeaderValueError::BadSentinel));
+        assert_eq!(decode_value(b"a\x01b"), Err(HeaderValueError::InvalidCharacters));
+    }
+
+    /// B-17: only loopback or listed origins.
+    #[test]
+    fn origins() {
+        let mut h = HeaderMap::new();
+        assert!(origin_allowed(&h, &[]));
+        h.insert(hyper::header::ORIGIN, "http://evil.example.com".parse().unwrap());
+        assert!(!origin_allowed(&h, &[]));
+        assert!(origin_allowed(&h, &["http://evil.example.com".to_owned()]));
+        for ok in ["http://localhost:3000", "http://127.0.0.1", "https://[::1]:8443"] {
+            h.insert(hyper::header::ORIGIN, ok.parse().unwrap());
+            assert!(origin_allowed(&h, &[]), "{ok}");
+        }
+        h.insert(hyper::header::ORIGIN, "http://localhost.evil.com".parse().unwrap());
+        assert!(!origin_allowed(&h, &[]));
+    }
+
+    #[test]
+    fn hosts() {
+        let mut h = HeaderMap::new();
+        h.insert(hyper::header::HOST, "127.0.0.1:8080".parse().unwrap());
+        assert!(host_allowed(&h));
+        h.insert(hyper::header::HOST, "evil.example.com".parse().unwrap());
+        assert!(!host_allowed(&h));
+        h.insert(hyper::header::HOST, "[::1]:80".parse().unwrap());
+        assert!(host_allowed(&h));
+    }
+}

@@ -1,0 +1,175 @@
+//! HTTP: routes, the checks that come before JSON (Origin, Host, method, Content-Type,
+//! Accept, body size), and building JSON and SSE responses (base-protocol.md §6).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt as _, Full, Limited, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use mcp_tasks_shared::protocol::jsonrpc::{self, ErrorObject, Id, INVALID_REQUEST};
+use tokio::sync::mpsc;
+use tracing::Instrument as _;
+
+use crate::State;
+use crate::envelope::{self, Body};
+use crate::error::DispatchError;
+use crate::headers::{self, Routing};
+
+/// Response body: a full buffer or an SSE stream.
+pub(crate) type ResBody = UnsyncBoxBody<Bytes, Infallible>;
+
+/// What a handler answers with.
+pub(crate) enum Reply {
+    /// One JSON-RPC response.
+    Json(Vec<u8>),
+    /// An SSE stream; each item is one already-framed event.
+    Sse(mpsc::Receiver<Bytes>),
+}
+
+fn full(status: StatusCode, content_type: Option<&'static str>, body: impl Into<Bytes>) -> Response<ResBody> {
+    let mut res = Response::new(Full::new(body.into()).boxed_unsync());
+    *res.status_mut() = status;
+    if let Some(ct) = content_type {
+        res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    }
+    res
+}
+
+fn json_error(status: StatusCode, id: Option<&Id>, error: &ErrorObject) -> Response<ResBody> {
+    full(status, Some("application/json"), jsonrpc::error_bytes(id, error))
+}
+
+fn sse(rx: mpsc::Receiver<Bytes>) -> Response<ResBody> {
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+    });
+    let mut res = Response::new(StreamBody::new(stream).boxed_unsync());
+    let h = res.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    res
+}
+
+/// One SSE event carrying one JSON-RPC message (no `id:` field, B-12).
+pub(crate) fn sse_event(json: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(json.len() + 24);
+    out.extend_from_slice(b"event: message\ndata: ");
+    out.extend_from_slice(json);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+/// Route one HTTP request.
+pub(crate) async fn serve(state: Arc<State>, req: Request<Incoming>) -> Result<Response<ResBody>, Infallible> {
+    let path = req.uri().path();
+    Ok(match (req.method(), path) {
+        (&Method::GET, "/healthz") => full(StatusCode::OK, Some("text/plain"), "ok\n"),
+        (&Method::GET, "/readyz") => {
+            if state.ready() && state.store.ping().await.is_ok() {
+                full(StatusCode::OK, Some("text/plain"), "ready\n")
+            } else {
+                full(StatusCode::SERVICE_UNAVAILABLE, Some("text/plain"), "not ready\n")
+            }
+        }
+        (&Method::POST, "/mcp") => mcp(state, req).await,
+        (_, "/mcp") => {
+            let mut res = full(StatusCode::METHOD_NOT_ALLOWED, None, Bytes::new());
+            res.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+            res
+        }
+        _ => full(StatusCode::NOT_FOUND, Some("text/plain"), "not found\n"),
+    })
+}
+
+fn media_types(v: Option<&HeaderValue>) -> Vec<String> {
+    v.and_then(|v| v.to_str().ok())
+        .map(|s| {
+            s.split(',')
+                .map(|part| part.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
+    let headers = req.headers();
+    let reject = |status, message: &str| json_error(status, None, &ErrorObject::new(INVALID_REQUEST, message));
+    if !headers::origin_allowed(headers, &state.config.allowed_origins) {
+        return reject(StatusCode::FORBIDDEN, "Origin not allowed");
+    }
+    if state.loopback_only && !headers::host_allowed(headers) {
+        return reject(StatusCode::FORBIDDEN, "Host not allowed: this server only answers loopback names");
+    }
+    let content_type = media_types(headers.get(header::CONTENT_TYPE));
+    if content_type.first().map(String::as_str) != Some("application/json") {
+        return reject(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json");
+    }
+    let accept = media_types(headers.get(header::ACCEPT));
+    let accepts = |t: &str| {
+        accept.is_empty() || accept.iter().any(|a| a == t || a == "*/*" || a == &format!("{}/*", t.split('/').next().unwrap_or("")))
+    };
+    if !accepts("application/json") && !accepts("text/event-stream") {
+        return reject(StatusCode::NOT_ACCEPTABLE, "Accept must allow application/json or text/event-stream");
+    }
+    let accepts_sse = accepts("text/event-stream");
+    // Routing headers are read before the body is parsed.
+    let routing = Routing::from_headers(headers);
+
+    let limit = state.config.max_body_bytes;
+    let body = match Limited::new(req.into_body(), limit).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                return reject(StatusCode::PAYLOAD_TOO_LARGE, &format!("request body exceeds {limit} bytes (MCPT_MAX_BODY_BYTES)"));
+            }
+            return reject(StatusCode::BAD_REQUEST, "request body could not be read");
+        }
+    };
+    let request = match envelope::parse(&body, &routing) {
+        Ok(Body::Notification) => return full(StatusCode::ACCEPTED, None, Bytes::new()),
+        Ok(Body::Request(r)) => r,
+        Err((id, e)) => return error_response(id.as_ref(), &e),
+    };
+    let span = tracing::info_span!(
+        "request",
+        otel.name = %request.method,
+        rpc.method = %request.method,
+        rpc.id = %request.id,
+        task.id = tracing::field::Empty,
+    );
+    let started = std::time::Instant::now();
+    let id = request.id.clone();
+    let method = request.method.clone();
+    async move {
+        let outcome = crate::dispatch::dispatch(&state, request, accepts_sse).await;
+        let (response, status) = match outcome {
+            Ok(Reply::Json(bytes)) => (full(StatusCode::OK, Some("application/json"), bytes), "ok"),
+            Ok(Reply::Sse(rx)) => (sse(rx), "stream"),
+            Err(e) => (error_response(Some(&id), &e), "error"),
+        };
+        tracing::info!(
+            rpc.method = %method,
+            outcome = status,
+            http.status = response.status().as_u16(),
+            latency_us = started.elapsed().as_micros() as u64,
+            "request completed"
+        );
+        response
+    }
+    .instrument(span)
+    .await
+}
+
+fn error_response(id: Option<&Id>, e: &DispatchError) -> Response<ResBody> {
+    match e {
+        DispatchError::Store(inner) => tracing::warn!(error = %inner, cause = ?std::error::Error::source(inner), "store failure"),
+        DispatchError::Internal(why) => tracing::error!(error = %why, "internal error"),
+        _ => {}
+    }
+    json_error(e.status(), id, &ErrorObject::from(e))
+}

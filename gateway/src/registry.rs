@@ -1,0 +1,59 @@
+//! The live tool list: advertisements from `mcpt:tools`, cached for a second so a
+//! `tools/call` costs no extra Redis round trip.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mcp_tasks_shared::protocol::time::now_millis;
+use mcp_tasks_shared::store::registry::{ADVERT_STALE_MS, ToolAdvert};
+use mcp_tasks_shared::store::{Store, StoreResult};
+use tokio::sync::RwLock;
+
+const CACHE_FOR: Duration = Duration::from_secs(1);
+
+pub(crate) struct Registry {
+    store: Store,
+    cache: RwLock<Option<(Instant, Arc<Vec<ToolAdvert>>)>>,
+}
+
+impl Registry {
+    pub(crate) fn new(store: Store) -> Self {
+        Registry {
+            store,
+            cache: RwLock::new(None),
+        }
+    }
+
+    /// Live tools in listing order (rank, then name).
+    pub(crate) async fn tools(&self) -> StoreResult<Arc<Vec<ToolAdvert>>> {
+        if let Some((at, tools)) = self.cache.read().await.as_ref() {
+            if at.elapsed() < CACHE_FOR {
+                return Ok(tools.clone());
+            }
+        }
+        self.refresh().await
+    }
+
+    /// One live tool; a miss re-reads Redis once (a worker may have just started).
+    pub(crate) async fn find(&self, name: &str) -> StoreResult<Option<ToolAdvert>> {
+        if let Some(t) = self.tools().await?.iter().find(|t| t.tool.name == name) {
+            return Ok(Some(t.clone()));
+        }
+        Ok(self.refresh().await?.iter().find(|t| t.tool.name == name).cloned())
+    }
+
+    async fn refresh(&self) -> StoreResult<Arc<Vec<ToolAdvert>>> {
+        let now = now_millis();
+        let mut live: Vec<ToolAdvert> = self
+            .store
+            .adverts()
+            .await?
+            .into_iter()
+            .filter(|a| now - a.heartbeat_ms < ADVERT_STALE_MS)
+            .collect();
+        live.sort_by(|a, b| a.rank.cmp(&b.rank).then_with(|| a.tool.name.cmp(&b.tool.name)));
+        let live = Arc::new(live);
+        *self.cache.write().await = Some((Instant::now(), live.clone()));
+        Ok(live)
+    }
+}
