@@ -9,7 +9,11 @@ use crate::handlers;
 use crate::http::Reply;
 
 /// Run the handler for `req`'s method (already known to be implemented).
-pub(crate) async fn dispatch(state: &Arc<State>, req: Request, accepts_sse: bool) -> Result<Reply, DispatchError> {
+pub(crate) async fn dispatch(
+    state: &Arc<State>,
+    req: Request,
+    accepts_sse: bool,
+) -> Result<Reply, DispatchError> {
     match req.method.as_str() {
         "server/discover" => handlers::discover::discover(&req),
         "tools/list" => handlers::tools::list(state, &req).await,

@@ -66,36 +66,70 @@ pub(crate) type Rejection = (Option<Id>, DispatchError);
 /// # Errors
 /// The first check that fails, with the id when it was readable.
 pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| (None, DispatchError::Parse(e.to_string())))?;
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| (None, DispatchError::Parse(e.to_string())))?;
     let mut obj = match value {
         Value::Object(o) => o,
-        Value::Array(_) => return Err((None, DispatchError::InvalidRequest("batches are not supported".into()))),
-        _ => return Err((None, DispatchError::InvalidRequest("the body must be a JSON-RPC request object".into()))),
+        Value::Array(_) => {
+            return Err((
+                None,
+                DispatchError::InvalidRequest("batches are not supported".into()),
+            ));
+        }
+        _ => {
+            return Err((
+                None,
+                DispatchError::InvalidRequest("the body must be a JSON-RPC request object".into()),
+            ));
+        }
     };
     let id = match obj.get("id") {
         None => None,
-        Some(Value::Null) => return Err((None, DispatchError::InvalidRequest("id must not be null".into()))),
-        Some(v) => Some(
-            serde_json::from_value::<Id>(v.clone())
-                .map_err(|_| (None, DispatchError::InvalidRequest("id must be a string or an integer".into())))?,
-        ),
+        Some(Value::Null) => {
+            return Err((
+                None,
+                DispatchError::InvalidRequest("id must not be null".into()),
+            ));
+        }
+        Some(v) => Some(serde_json::from_value::<Id>(v.clone()).map_err(|_| {
+            (
+                None,
+                DispatchError::InvalidRequest("id must be a string or an integer".into()),
+            )
+        })?),
     };
     let reject = |e: DispatchError| (id.clone(), e);
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(reject(DispatchError::InvalidRequest("jsonrpc must be \"2.0\"".into())));
+        return Err(reject(DispatchError::InvalidRequest(
+            "jsonrpc must be \"2.0\"".into(),
+        )));
     }
     let method = match obj.remove("method") {
         Some(Value::String(m)) => m,
-        Some(_) => return Err(reject(DispatchError::InvalidRequest("method must be a string".into()))),
-        None if obj.contains_key("result") || obj.contains_key("error") => {
-            return Err(reject(DispatchError::InvalidRequest("clients do not send responses to this server".into())));
+        Some(_) => {
+            return Err(reject(DispatchError::InvalidRequest(
+                "method must be a string".into(),
+            )));
         }
-        None => return Err(reject(DispatchError::InvalidRequest("method is missing".into()))),
+        None if obj.contains_key("result") || obj.contains_key("error") => {
+            return Err(reject(DispatchError::InvalidRequest(
+                "clients do not send responses to this server".into(),
+            )));
+        }
+        None => {
+            return Err(reject(DispatchError::InvalidRequest(
+                "method is missing".into(),
+            )));
+        }
     };
     let params = match obj.remove("params") {
         None => Map::new(),
         Some(Value::Object(p)) => p,
-        Some(_) => return Err(reject(DispatchError::InvalidRequest("params must be an object".into()))),
+        Some(_) => {
+            return Err(reject(DispatchError::InvalidRequest(
+                "params must be an object".into(),
+            )));
+        }
     };
     let Some(id) = id else {
         return Ok(Body::Notification);
@@ -105,7 +139,11 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
     // A 2025-era client opens with `initialize` and no `_meta`: tell it which versions exist.
     let meta = params.get("_meta");
     if method == "initialize" && meta.and_then(|m| m.get(PROTOCOL_VERSION_KEY)).is_none() {
-        let requested = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("").to_owned();
+        let requested = params
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
         return Err(reject(DispatchError::UnsupportedVersion { requested }));
     }
     // `_meta` before the version header, so a missing field is -32602 (B-06).
@@ -115,21 +153,29 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
         None => return Err(reject(DispatchError::BadMeta("params._meta is missing; every request carries io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities".into()))),
     };
     let Some(body_version) = meta.get(PROTOCOL_VERSION_KEY).and_then(Value::as_str) else {
-        return Err(reject(DispatchError::BadMeta(format!("params._meta[\"{PROTOCOL_VERSION_KEY}\"] must be a string"))));
+        return Err(reject(DispatchError::BadMeta(format!(
+            "params._meta[\"{PROTOCOL_VERSION_KEY}\"] must be a string"
+        ))));
     };
-    if !meta.get(CLIENT_CAPABILITIES_KEY).is_some_and(Value::is_object) {
+    if !meta
+        .get(CLIENT_CAPABILITIES_KEY)
+        .is_some_and(Value::is_object)
+    {
         return Err(reject(DispatchError::BadMeta(format!(
             "params._meta[\"{CLIENT_CAPABILITIES_KEY}\"] must be an object"
         ))));
     }
-    let header_version = required_header(&routing.protocol_version, "MCP-Protocol-Version").map_err(reject)?;
+    let header_version =
+        required_header(&routing.protocol_version, "MCP-Protocol-Version").map_err(reject)?;
     if header_version != body_version {
         return Err(reject(DispatchError::HeaderMismatch(format!(
             "MCP-Protocol-Version header value '{header_version}' does not match the body's protocol version '{body_version}'"
         ))));
     }
     if body_version != PROTOCOL_VERSION {
-        return Err(reject(DispatchError::UnsupportedVersion { requested: body_version.to_owned() }));
+        return Err(reject(DispatchError::UnsupportedVersion {
+            requested: body_version.to_owned(),
+        }));
     }
     let header_method = required_header(&routing.method, "Mcp-Method").map_err(reject)?;
     if header_method != method {
@@ -148,7 +194,9 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
     };
     if let Some(field) = name_source {
         let Some(body_name) = params.get(field).and_then(Value::as_str) else {
-            return Err(reject(DispatchError::InvalidParams(format!("params.{field} must be a string"))));
+            return Err(reject(DispatchError::InvalidParams(format!(
+                "params.{field} must be a string"
+            ))));
         };
         let header_name = required_header(&routing.name, "Mcp-Name").map_err(reject)?;
         if header_name != body_name {
@@ -162,13 +210,15 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
 
 fn required_header(h: &RoutingHeader, name: &str) -> Result<String, DispatchError> {
     match h {
-        None => Err(DispatchError::HeaderMismatch(format!("the {name} header is required"))),
-        Some(Err(HeaderValueError::InvalidCharacters)) => {
-            Err(DispatchError::HeaderMismatch(format!("the {name} header has invalid characters")))
-        }
-        Some(Err(HeaderValueError::BadSentinel)) => {
-            Err(DispatchError::HeaderMismatch(format!("the {name} header has a malformed =?base64?…?= value")))
-        }
+        None => Err(DispatchError::HeaderMismatch(format!(
+            "the {name} header is required"
+        ))),
+        Some(Err(HeaderValueError::InvalidCharacters)) => Err(DispatchError::HeaderMismatch(
+            format!("the {name} header has invalid characters"),
+        )),
+        Some(Err(HeaderValueError::BadSentinel)) => Err(DispatchError::HeaderMismatch(format!(
+            "the {name} header has a malformed =?base64?…?= value"
+        ))),
         Some(Ok(v)) => Ok(v.clone()),
     }
 }
@@ -187,7 +237,8 @@ mod tests {
     }
 
     fn body(method: &str, params: Value) -> Vec<u8> {
-        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})).unwrap()
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+            .unwrap()
     }
 
     fn meta() -> Value {
@@ -205,31 +256,59 @@ mod tests {
     #[test]
     fn envelope_rejections() {
         let r = routing(PROTOCOL_VERSION, "tools/list", None);
-        assert!(matches!(err(parse(b"[]", &r)), DispatchError::InvalidRequest(_)));
+        assert!(matches!(
+            err(parse(b"[]", &r)),
+            DispatchError::InvalidRequest(_)
+        ));
         assert!(matches!(err(parse(b"{", &r)), DispatchError::Parse(_)));
-        assert!(matches!(err(parse(br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#, &r)), DispatchError::InvalidRequest(_)));
-        assert!(matches!(err(parse(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#, &r)), DispatchError::InvalidRequest(_)));
-        assert!(matches!(err(parse(br#"{"jsonrpc":"1.0","id":1,"method":"x"}"#, &r)), DispatchError::InvalidRequest(_)));
-        assert!(matches!(parse(br#"{"jsonrpc":"2.0","method":"notifications/x"}"#, &r), Ok(Body::Notification)));
+        assert!(matches!(
+            err(parse(br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#, &r)),
+            DispatchError::InvalidRequest(_)
+        ));
+        assert!(matches!(
+            err(parse(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#, &r)),
+            DispatchError::InvalidRequest(_)
+        ));
+        assert!(matches!(
+            err(parse(br#"{"jsonrpc":"1.0","id":1,"method":"x"}"#, &r)),
+            DispatchError::InvalidRequest(_)
+        ));
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","method":"notifications/x"}"#, &r),
+            Ok(Body::Notification)
+        ));
     }
 
     /// B-06 before B-18: a missing _meta field is -32602 even when the header is fine.
     #[test]
     fn meta_is_checked_before_the_version_header() {
         let r = routing(PROTOCOL_VERSION, "server/discover", None);
-        assert!(matches!(err(parse(&body("server/discover", json!({})), &r)), DispatchError::BadMeta(_)));
+        assert!(matches!(
+            err(parse(&body("server/discover", json!({})), &r)),
+            DispatchError::BadMeta(_)
+        ));
         let no_caps = json!({"_meta": {PROTOCOL_VERSION_KEY: PROTOCOL_VERSION}});
-        assert!(matches!(err(parse(&body("server/discover", no_caps), &r)), DispatchError::BadMeta(_)));
+        assert!(matches!(
+            err(parse(&body("server/discover", no_caps), &r)),
+            DispatchError::BadMeta(_)
+        ));
     }
 
     /// B-18, B-19: header/body version mismatch is -32020; an unknown version is -32022.
     #[test]
     fn versions() {
-        let other = json!({"_meta": {PROTOCOL_VERSION_KEY: "v999.0.0", CLIENT_CAPABILITIES_KEY: {}}});
+        let other =
+            json!({"_meta": {PROTOCOL_VERSION_KEY: "v999.0.0", CLIENT_CAPABILITIES_KEY: {}}});
         let r = routing(PROTOCOL_VERSION, "server/discover", None);
-        assert!(matches!(err(parse(&body("server/discover", other.clone()), &r)), DispatchError::HeaderMismatch(_)));
+        assert!(matches!(
+            err(parse(&body("server/discover", other.clone()), &r)),
+            DispatchError::HeaderMismatch(_)
+        ));
         let r = routing("v999.0.0", "server/discover", None);
-        assert!(matches!(err(parse(&body("server/discover", other), &r)), DispatchError::UnsupportedVersion { .. }));
+        assert!(matches!(
+            err(parse(&body("server/discover", other), &r)),
+            DispatchError::UnsupportedVersion { .. }
+        ));
     }
 
     /// B-20, B-21, T-40, T-41.
@@ -237,22 +316,40 @@ mod tests {
     fn method_and_name_headers() {
         let p = json!({"taskId": "tsk_a", "_meta": meta()});
         let r = routing(PROTOCOL_VERSION, "tasks/get", Some("tsk_b"));
-        assert!(matches!(err(parse(&body("tasks/get", p.clone()), &r)), DispatchError::HeaderMismatch(_)));
+        assert!(matches!(
+            err(parse(&body("tasks/get", p.clone()), &r)),
+            DispatchError::HeaderMismatch(_)
+        ));
         let r = routing(PROTOCOL_VERSION, "tasks/get", None);
-        assert!(matches!(err(parse(&body("tasks/get", p.clone()), &r)), DispatchError::HeaderMismatch(_)));
+        assert!(matches!(
+            err(parse(&body("tasks/get", p.clone()), &r)),
+            DispatchError::HeaderMismatch(_)
+        ));
         let r = routing(PROTOCOL_VERSION, "TASKS/GET", Some("tsk_a"));
-        assert!(matches!(err(parse(&body("tasks/get", p.clone()), &r)), DispatchError::HeaderMismatch(_)));
+        assert!(matches!(
+            err(parse(&body("tasks/get", p.clone()), &r)),
+            DispatchError::HeaderMismatch(_)
+        ));
         let r = routing(PROTOCOL_VERSION, "tasks/get", Some("tsk_a"));
-        assert!(matches!(parse(&body("tasks/get", p.clone()), &r), Ok(Body::Request(_))));
+        assert!(matches!(
+            parse(&body("tasks/get", p.clone()), &r),
+            Ok(Body::Request(_))
+        ));
         // tasks/result: -32601 although it has a taskId and no Mcp-Name.
         let r = routing(PROTOCOL_VERSION, "tasks/result", None);
-        assert!(matches!(err(parse(&body("tasks/result", p), &r)), DispatchError::MethodNotFound(_)));
+        assert!(matches!(
+            err(parse(&body("tasks/result", p), &r)),
+            DispatchError::MethodNotFound(_)
+        ));
     }
 
     #[test]
     fn legacy_initialize_gets_the_version_list() {
         let r = Routing::default();
-        let b = body("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}}));
+        let b = body(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}}),
+        );
         match err(parse(&b, &r)) {
             DispatchError::UnsupportedVersion { requested } => assert_eq!(requested, "2025-06-18"),
             other => panic!("{other:?}"),

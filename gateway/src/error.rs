@@ -4,8 +4,9 @@
 use hyper::StatusCode;
 use mcp_tasks_shared::protocol::PROTOCOL_VERSION;
 use mcp_tasks_shared::protocol::jsonrpc::{
-    ErrorObject, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
-    MISSING_REQUIRED_CLIENT_CAPABILITY, PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION,
+    ErrorObject, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
+    METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY, PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
 };
 use mcp_tasks_shared::store::StoreError;
 use serde_json::{Value, json};
@@ -45,13 +46,25 @@ pub(crate) enum DispatchError {
     TaskNotFound,
     /// A failed task's error or another JSON-RPC error to pass through (in-band).
     #[error("{}", .0.message)]
-    Rpc(ErrorObject),
+    Rpc(Box<ErrorObject>),
     /// Redis unreachable or failing (-32603, in-band).
     #[error("store failed")]
-    Store(#[from] StoreError),
+    Store(#[source] Box<StoreError>),
     /// Anything else (-32603, in-band; the cause is logged, not sent).
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<StoreError> for DispatchError {
+    fn from(e: StoreError) -> Self {
+        DispatchError::Store(Box::new(e))
+    }
+}
+
+impl From<ErrorObject> for DispatchError {
+    fn from(e: ErrorObject) -> Self {
+        DispatchError::Rpc(Box::new(e))
+    }
 }
 
 impl DispatchError {
@@ -77,31 +90,47 @@ impl DispatchError {
 impl From<&DispatchError> for ErrorObject {
     fn from(e: &DispatchError) -> Self {
         match e {
-            DispatchError::Parse(why) => ErrorObject::new(PARSE_ERROR, format!("Parse error: {why}")),
-            DispatchError::InvalidRequest(why) => ErrorObject::new(INVALID_REQUEST, format!("Invalid request: {why}")),
-            DispatchError::BadMeta(why) | DispatchError::InvalidParams(why) => ErrorObject::new(INVALID_PARAMS, why.clone()),
-            DispatchError::HeaderMismatch(why) => ErrorObject::new(HEADER_MISMATCH, format!("Header mismatch: {why}")),
+            DispatchError::Parse(why) => {
+                ErrorObject::new(PARSE_ERROR, format!("Parse error: {why}"))
+            }
+            DispatchError::InvalidRequest(why) => {
+                ErrorObject::new(INVALID_REQUEST, format!("Invalid request: {why}"))
+            }
+            DispatchError::BadMeta(why) | DispatchError::InvalidParams(why) => {
+                ErrorObject::new(INVALID_PARAMS, why.clone())
+            }
+            DispatchError::HeaderMismatch(why) => {
+                ErrorObject::new(HEADER_MISMATCH, format!("Header mismatch: {why}"))
+            }
             DispatchError::UnsupportedVersion { requested } => ErrorObject::with_data(
                 UNSUPPORTED_PROTOCOL_VERSION,
-                format!("Unsupported protocol version {requested:?}; this server speaks {PROTOCOL_VERSION}"),
+                format!(
+                    "Unsupported protocol version {requested:?}; this server speaks {PROTOCOL_VERSION}"
+                ),
                 json!({ "supported": [PROTOCOL_VERSION], "requested": requested }),
             ),
-            DispatchError::MethodNotFound(m) => ErrorObject::new(METHOD_NOT_FOUND, format!("Method not found: {m}")),
+            DispatchError::MethodNotFound(m) => {
+                ErrorObject::new(METHOD_NOT_FOUND, format!("Method not found: {m}"))
+            }
             DispatchError::MissingCapability(required) => ErrorObject::with_data(
                 MISSING_REQUIRED_CLIENT_CAPABILITY,
                 format!("Missing required client capability: {}", describe(required)),
                 json!({ "requiredCapabilities": required }),
             ),
             // An unknown task and someone else's task answer alike (T-25).
-            DispatchError::TaskNotFound => ErrorObject::new(INVALID_PARAMS, "Failed to retrieve task: Task not found"),
-            DispatchError::Rpc(e) => e.clone(),
-            DispatchError::Store(StoreError::Redis(_)) => {
-                ErrorObject::new(INTERNAL_ERROR, "Redis is unavailable; the request changed nothing, try again")
+            DispatchError::TaskNotFound => {
+                ErrorObject::new(INVALID_PARAMS, "Failed to retrieve task: Task not found")
             }
-            DispatchError::Store(StoreError::Rejected(why)) => ErrorObject::new(INVALID_PARAMS, why.clone()),
-            DispatchError::Store(StoreError::Corrupt(_)) | DispatchError::Internal(_) => {
-                ErrorObject::new(INTERNAL_ERROR, "internal error")
-            }
+            DispatchError::Rpc(e) => (**e).clone(),
+            DispatchError::Store(store) => match &**store {
+                StoreError::Redis(_) => ErrorObject::new(
+                    INTERNAL_ERROR,
+                    "Redis is unavailable; the request changed nothing, try again",
+                ),
+                StoreError::Rejected(why) => ErrorObject::new(INVALID_PARAMS, why.clone()),
+                StoreError::Corrupt(_) => ErrorObject::new(INTERNAL_ERROR, "internal error"),
+            },
+            DispatchError::Internal(_) => ErrorObject::new(INTERNAL_ERROR, "internal error"),
         }
     }
 }
@@ -112,8 +141,12 @@ fn describe(required: &Value) -> String {
     if let Value::Object(map) = required {
         for (k, v) in map {
             match v {
-                Value::Object(inner) if k == "extensions" => names.extend(inner.keys().map(|e| format!("extension {e}"))),
-                Value::Object(inner) if !inner.is_empty() => names.extend(inner.keys().map(|i| format!("{k}.{i}"))),
+                Value::Object(inner) if k == "extensions" => {
+                    names.extend(inner.keys().map(|e| format!("extension {e}")))
+                }
+                Value::Object(inner) if !inner.is_empty() => {
+                    names.extend(inner.keys().map(|i| format!("{k}.{i}")))
+                }
                 _ => names.push(k.clone()),
             }
         }
@@ -128,19 +161,32 @@ mod tests {
     /// T-04, B-08: -32021 carries requiredCapabilities and is sent with HTTP 400.
     #[test]
     fn missing_capability_shape() {
-        let e = DispatchError::MissingCapability(json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}));
+        let e = DispatchError::MissingCapability(
+            json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+        );
         assert_eq!(e.status(), StatusCode::BAD_REQUEST);
         let o = ErrorObject::from(&e);
         assert_eq!(o.code, -32021);
-        assert_eq!(o.data.unwrap()["requiredCapabilities"]["extensions"]["io.modelcontextprotocol/tasks"], json!({}));
-        assert!(o.message.contains("extension io.modelcontextprotocol/tasks"));
+        assert_eq!(
+            o.data.unwrap()["requiredCapabilities"]["extensions"]["io.modelcontextprotocol/tasks"],
+            json!({})
+        );
+        assert!(
+            o.message
+                .contains("extension io.modelcontextprotocol/tasks")
+        );
     }
 
     /// B-19: -32022 names supported and requested versions.
     #[test]
     fn unsupported_version_shape() {
-        let o = ErrorObject::from(&DispatchError::UnsupportedVersion { requested: "v999".into() });
-        assert_eq!(o.data.unwrap(), json!({"supported": ["2026-07-28"], "requested": "v999"}));
+        let o = ErrorObject::from(&DispatchError::UnsupportedVersion {
+            requested: "v999".into(),
+        });
+        assert_eq!(
+            o.data.unwrap(),
+            json!({"supported": ["2026-07-28"], "requested": "v999"})
+        );
     }
 
     /// B-23, T-39: unknown methods are 404 / -32601.

@@ -47,11 +47,19 @@ fn read(headers: &HeaderMap, name: &str) -> RoutingHeader {
 /// Decode a header value: trim surrounding whitespace, check the character set, unwrap the
 /// Base64 sentinel if present.
 pub(crate) fn decode_value(raw: &[u8]) -> Result<String, HeaderValueError> {
-    if !raw.iter().all(|&b| b == b'\t' || (0x20..=0x7e).contains(&b)) {
+    if !raw
+        .iter()
+        .all(|&b| b == b'\t' || (0x20..=0x7e).contains(&b))
+    {
         return Err(HeaderValueError::InvalidCharacters);
     }
-    let text = std::str::from_utf8(raw).map_err(|_| HeaderValueError::InvalidCharacters)?.trim();
-    match text.strip_prefix("=?base64?").and_then(|s| s.strip_suffix("?=")) {
+    let text = std::str::from_utf8(raw)
+        .map_err(|_| HeaderValueError::InvalidCharacters)?
+        .trim();
+    match text
+        .strip_prefix("=?base64?")
+        .and_then(|s| s.strip_suffix("?="))
+    {
         None => Ok(text.to_owned()),
         Some(encoded) => {
             let bytes = base64::engine::general_purpose::STANDARD
@@ -74,7 +82,10 @@ pub(crate) fn origin_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
     if allowed.iter().any(|a| a == origin || a == "*") {
         return true;
     }
-    let Some(rest) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
         return false;
     };
     is_loopback_host(rest)
@@ -116,10 +127,22 @@ mod tests {
         assert_eq!(decode_value(b"=?base64?SGVsbG8=?="), Ok("Hello".into()));
         assert_eq!(decode_value(b"  greet  "), Ok("greet".into()));
         assert_eq!(decode_value(b"SGVsbG8="), Ok("SGVsbG8=".into()));
-        assert_eq!(decode_value(b"=?base64?SGVsbG8=").as_deref(), Ok("=?base64?SGVsbG8="));
-        assert_eq!(decode_value(b"=?base64?SGVsbG8?="), Err(HeaderValueError::BadSentinel));
-        assert_eq!(decode_value(b"=?base64?SGVs!!!bG8=?="), Err(HeaderValueError::BadSentinel));
-        assert_eq!(decode_value(b"a\x01b"), Err(HeaderValueError::InvalidCharacters));
+        assert_eq!(
+            decode_value(b"=?base64?SGVsbG8=").as_deref(),
+            Ok("=?base64?SGVsbG8=")
+        );
+        assert_eq!(
+            decode_value(b"=?base64?SGVsbG8?="),
+            Err(HeaderValueError::BadSentinel)
+        );
+        assert_eq!(
+            decode_value(b"=?base64?SGVs!!!bG8=?="),
+            Err(HeaderValueError::BadSentinel)
+        );
+        assert_eq!(
+            decode_value(b"a\x01b"),
+            Err(HeaderValueError::InvalidCharacters)
+        );
     }
 
     /// B-17: only loopback or listed origins.
@@ -127,14 +150,24 @@ mod tests {
     fn origins() {
         let mut h = HeaderMap::new();
         assert!(origin_allowed(&h, &[]));
-        h.insert(hyper::header::ORIGIN, "http://evil.example.com".parse().unwrap());
+        h.insert(
+            hyper::header::ORIGIN,
+            "http://evil.example.com".parse().unwrap(),
+        );
         assert!(!origin_allowed(&h, &[]));
         assert!(origin_allowed(&h, &["http://evil.example.com".to_owned()]));
-        for ok in ["http://localhost:3000", "http://127.0.0.1", "https://[::1]:8443"] {
+        for ok in [
+            "http://localhost:3000",
+            "http://127.0.0.1",
+            "https://[::1]:8443",
+        ] {
             h.insert(hyper::header::ORIGIN, ok.parse().unwrap());
             assert!(origin_allowed(&h, &[]), "{ok}");
         }
-        h.insert(hyper::header::ORIGIN, "http://localhost.evil.com".parse().unwrap());
+        h.insert(
+            hyper::header::ORIGIN,
+            "http://localhost.evil.com".parse().unwrap(),
+        );
         assert!(!origin_allowed(&h, &[]));
     }
 

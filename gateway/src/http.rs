@@ -10,7 +10,7 @@ use http_body_util::{BodyExt as _, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use mcp_tasks_shared::protocol::jsonrpc::{self, ErrorObject, Id, INVALID_REQUEST};
+use mcp_tasks_shared::protocol::jsonrpc::{self, ErrorObject, INVALID_REQUEST, Id};
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
@@ -30,27 +30,44 @@ pub(crate) enum Reply {
     Sse(mpsc::Receiver<Bytes>),
 }
 
-fn full(status: StatusCode, content_type: Option<&'static str>, body: impl Into<Bytes>) -> Response<ResBody> {
+fn full(
+    status: StatusCode,
+    content_type: Option<&'static str>,
+    body: impl Into<Bytes>,
+) -> Response<ResBody> {
     let mut res = Response::new(Full::new(body.into()).boxed_unsync());
     *res.status_mut() = status;
     if let Some(ct) = content_type {
-        res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+        res.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
     }
     res
 }
 
 fn json_error(status: StatusCode, id: Option<&Id>, error: &ErrorObject) -> Response<ResBody> {
-    full(status, Some("application/json"), jsonrpc::error_bytes(id, error))
+    full(
+        status,
+        Some("application/json"),
+        jsonrpc::error_bytes(id, error),
+    )
 }
 
 fn sse(rx: mpsc::Receiver<Bytes>) -> Response<ResBody> {
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
     });
     let mut res = Response::new(StreamBody::new(stream).boxed_unsync());
     let h = res.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, no-transform"),
+    );
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     res
 }
@@ -65,7 +82,10 @@ pub(crate) fn sse_event(json: &[u8]) -> Bytes {
 }
 
 /// Route one HTTP request.
-pub(crate) async fn serve(state: Arc<State>, req: Request<Incoming>) -> Result<Response<ResBody>, Infallible> {
+pub(crate) async fn serve(
+    state: Arc<State>,
+    req: Request<Incoming>,
+) -> Result<Response<ResBody>, Infallible> {
     let path = req.uri().path();
     Ok(match (req.method(), path) {
         (&Method::GET, "/healthz") => full(StatusCode::OK, Some("text/plain"), "ok\n"),
@@ -73,13 +93,18 @@ pub(crate) async fn serve(state: Arc<State>, req: Request<Incoming>) -> Result<R
             if state.ready() && state.store.ping().await.is_ok() {
                 full(StatusCode::OK, Some("text/plain"), "ready\n")
             } else {
-                full(StatusCode::SERVICE_UNAVAILABLE, Some("text/plain"), "not ready\n")
+                full(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    Some("text/plain"),
+                    "not ready\n",
+                )
             }
         }
         (&Method::POST, "/mcp") => mcp(state, req).await,
         (_, "/mcp") => {
             let mut res = full(StatusCode::METHOD_NOT_ALLOWED, None, Bytes::new());
-            res.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+            res.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST"));
             res
         }
         _ => full(StatusCode::NOT_FOUND, Some("text/plain"), "not found\n"),
@@ -90,7 +115,13 @@ fn media_types(v: Option<&HeaderValue>) -> Vec<String> {
     v.and_then(|v| v.to_str().ok())
         .map(|s| {
             s.split(',')
-                .map(|part| part.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+                .map(|part| {
+                    part.split(';')
+                        .next()
+                        .unwrap_or("")
+                        .trim()
+                        .to_ascii_lowercase()
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -98,23 +129,37 @@ fn media_types(v: Option<&HeaderValue>) -> Vec<String> {
 
 async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
     let headers = req.headers();
-    let reject = |status, message: &str| json_error(status, None, &ErrorObject::new(INVALID_REQUEST, message));
+    let reject = |status, message: &str| {
+        json_error(status, None, &ErrorObject::new(INVALID_REQUEST, message))
+    };
     if !headers::origin_allowed(headers, &state.config.allowed_origins) {
         return reject(StatusCode::FORBIDDEN, "Origin not allowed");
     }
     if state.loopback_only && !headers::host_allowed(headers) {
-        return reject(StatusCode::FORBIDDEN, "Host not allowed: this server only answers loopback names");
+        return reject(
+            StatusCode::FORBIDDEN,
+            "Host not allowed: this server only answers loopback names",
+        );
     }
     let content_type = media_types(headers.get(header::CONTENT_TYPE));
     if content_type.first().map(String::as_str) != Some("application/json") {
-        return reject(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json");
+        return reject(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Content-Type must be application/json",
+        );
     }
     let accept = media_types(headers.get(header::ACCEPT));
     let accepts = |t: &str| {
-        accept.is_empty() || accept.iter().any(|a| a == t || a == "*/*" || a == &format!("{}/*", t.split('/').next().unwrap_or("")))
+        accept.is_empty()
+            || accept.iter().any(|a| {
+                a == t || a == "*/*" || a == &format!("{}/*", t.split('/').next().unwrap_or(""))
+            })
     };
     if !accepts("application/json") && !accepts("text/event-stream") {
-        return reject(StatusCode::NOT_ACCEPTABLE, "Accept must allow application/json or text/event-stream");
+        return reject(
+            StatusCode::NOT_ACCEPTABLE,
+            "Accept must allow application/json or text/event-stream",
+        );
     }
     let accepts_sse = accepts("text/event-stream");
     // Routing headers are read before the body is parsed.
@@ -124,8 +169,13 @@ async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
     let body = match Limited::new(req.into_body(), limit).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
-                return reject(StatusCode::PAYLOAD_TOO_LARGE, &format!("request body exceeds {limit} bytes (MCPT_MAX_BODY_BYTES)"));
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                return reject(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!("request body exceeds {limit} bytes (MCPT_MAX_BODY_BYTES)"),
+                );
             }
             return reject(StatusCode::BAD_REQUEST, "request body could not be read");
         }
@@ -167,7 +217,9 @@ async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
 
 fn error_response(id: Option<&Id>, e: &DispatchError) -> Response<ResBody> {
     match e {
-        DispatchError::Store(inner) => tracing::warn!(error = %inner, cause = ?std::error::Error::source(inner), "store failure"),
+        DispatchError::Store(inner) => {
+            tracing::warn!(error = %mcp_tasks_shared::error_chain(&**inner), "store failure");
+        }
         DispatchError::Internal(why) => tracing::error!(error = %why, "internal error"),
         _ => {}
     }

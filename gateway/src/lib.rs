@@ -64,13 +64,13 @@ pub enum GatewayError {
 ///
 /// # Errors
 /// Redis unreachable at start, or the listener failing.
-pub async fn run(config: GatewayConfig, listener: TcpListener, shutdown: CancellationToken) -> Result<(), GatewayError> {
+pub async fn run(
+    config: GatewayConfig,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), GatewayError> {
     let store = Store::connect(&config.redis_url).await?;
-    if let Ok(policy) = store.maxmemory_policy().await {
-        if policy != "noeviction" {
-            tracing::warn!(maxmemory_policy = %policy, "redis may evict task state: set maxmemory-policy noeviction");
-        }
-    }
+    store.warn_if_evicting().await;
     let local: SocketAddr = listener.local_addr()?;
     let hub_stop = CancellationToken::new();
     let state = Arc::new(State {
@@ -100,7 +100,9 @@ pub async fn run(config: GatewayConfig, listener: TcpListener, shutdown: Cancell
         let _ = stream.set_nodelay(true);
         let state = state.clone();
         let service = hyper::service::service_fn(move |req| http::serve(state.clone(), req));
-        let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+        let conn = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .into_owned();
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             if let Err(e) = conn.await {
@@ -110,7 +112,10 @@ pub async fn run(config: GatewayConfig, listener: TcpListener, shutdown: Cancell
     }
     state.ready.store(false, Ordering::Relaxed);
     tracing::info!("draining in-flight requests");
-    if tokio::time::timeout(state.config.shutdown_grace, graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(state.config.shutdown_grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
         tracing::warn!("requests still in flight after the grace period; closing");
     }
     hub_stop.cancel();

@@ -26,10 +26,10 @@ impl Registry {
 
     /// Live tools in listing order (rank, then name).
     pub(crate) async fn tools(&self) -> StoreResult<Arc<Vec<ToolAdvert>>> {
-        if let Some((at, tools)) = self.cache.read().await.as_ref() {
-            if at.elapsed() < CACHE_FOR {
-                return Ok(tools.clone());
-            }
+        if let Some((at, tools)) = self.cache.read().await.as_ref()
+            && at.elapsed() < CACHE_FOR
+        {
+            return Ok(tools.clone());
         }
         self.refresh().await
     }
@@ -39,7 +39,12 @@ impl Registry {
         if let Some(t) = self.tools().await?.iter().find(|t| t.tool.name == name) {
             return Ok(Some(t.clone()));
         }
-        Ok(self.refresh().await?.iter().find(|t| t.tool.name == name).cloned())
+        Ok(self
+            .refresh()
+            .await?
+            .iter()
+            .find(|t| t.tool.name == name)
+            .cloned())
     }
 
     async fn refresh(&self) -> StoreResult<Arc<Vec<ToolAdvert>>> {
@@ -51,7 +56,11 @@ impl Registry {
             .into_iter()
             .filter(|a| now - a.heartbeat_ms < ADVERT_STALE_MS)
             .collect();
-        live.sort_by(|a, b| a.rank.cmp(&b.rank).then_with(|| a.tool.name.cmp(&b.tool.name)));
+        live.sort_by(|a, b| {
+            a.rank
+                .cmp(&b.rank)
+                .then_with(|| a.tool.name.cmp(&b.tool.name))
+        });
         let live = Arc::new(live);
         *self.cache.write().await = Some((Instant::now(), live.clone()));
         Ok(live)

@@ -104,7 +104,11 @@ fn parsed<T>(
 ) -> Result<T, ConfigError> {
     match src.get(var) {
         None => Ok(default),
-        Some(value) => parse(value.trim()).ok_or(ConfigError { var, value, expected }),
+        Some(value) => parse(value.trim()).ok_or(ConfigError {
+            var,
+            value,
+            expected,
+        }),
     }
 }
 
@@ -125,15 +129,26 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 }
 
 fn list(s: &str) -> Option<Vec<String>> {
-    let items: Vec<String> = s.split(',').map(str::trim).filter(|x| !x.is_empty()).map(str::to_owned).collect();
+    let items: Vec<String> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(str::to_owned)
+        .collect();
     (!items.is_empty()).then_some(items)
 }
 
 fn redis_url(src: &dyn Source) -> Result<String, ConfigError> {
-    parsed(src, ENV_REDIS_URL, DEFAULT_REDIS_URL.to_owned(), "a redis:// or rediss:// URL", |s| {
-        (s.starts_with("redis://") || s.starts_with("rediss://") || s.starts_with("unix://"))
-            .then(|| s.to_owned())
-    })
+    parsed(
+        src,
+        ENV_REDIS_URL,
+        DEFAULT_REDIS_URL.to_owned(),
+        "a redis:// or rediss:// URL",
+        |s| {
+            (s.starts_with("redis://") || s.starts_with("rediss://") || s.starts_with("unix://"))
+                .then(|| s.to_owned())
+        },
+    )
 }
 
 /// Task lifetime and polling defaults, shared by the gateway (bounds) and workers (tool defaults).
@@ -166,7 +181,11 @@ impl TaskDefaults {
                 expected: "a non-zero duration no larger than MCPT_MAX_TTL",
             });
         }
-        Ok(TaskDefaults { ttl, max_ttl, poll_interval })
+        Ok(TaskDefaults {
+            ttl,
+            max_ttl,
+            poll_interval,
+        })
     }
 }
 
@@ -212,17 +231,47 @@ impl GatewayConfig {
             listen_addr: parsed(
                 src,
                 ENV_LISTEN_ADDR,
-                DEFAULT_LISTEN_ADDR.parse().expect("default listen address parses"),
+                DEFAULT_LISTEN_ADDR
+                    .parse()
+                    .expect("default listen address parses"),
                 "an address like 127.0.0.1:8080",
                 |s| s.parse().ok(),
             )?,
-            max_body_bytes: parsed(src, ENV_MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES, "a byte count ≥ 1024", |s| {
-                s.parse().ok().filter(|n| *n >= 1024)
-            })?,
-            allowed_origins: parsed(src, ENV_ALLOWED_ORIGINS, Vec::new(), "a comma-separated list of origins", list)?,
-            sync_timeout: parsed(src, ENV_SYNC_TIMEOUT, DEFAULT_SYNC_TIMEOUT, DURATION, parse_duration)?,
-            auto_wait: parsed(src, ENV_AUTO_WAIT, DEFAULT_AUTO_WAIT, DURATION, parse_duration)?,
-            shutdown_grace: parsed(src, ENV_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_GRACE, DURATION, parse_duration)?,
+            max_body_bytes: parsed(
+                src,
+                ENV_MAX_BODY_BYTES,
+                DEFAULT_MAX_BODY_BYTES,
+                "a byte count ≥ 1024",
+                |s| s.parse().ok().filter(|n| *n >= 1024),
+            )?,
+            allowed_origins: parsed(
+                src,
+                ENV_ALLOWED_ORIGINS,
+                Vec::new(),
+                "a comma-separated list of origins",
+                list,
+            )?,
+            sync_timeout: parsed(
+                src,
+                ENV_SYNC_TIMEOUT,
+                DEFAULT_SYNC_TIMEOUT,
+                DURATION,
+                parse_duration,
+            )?,
+            auto_wait: parsed(
+                src,
+                ENV_AUTO_WAIT,
+                DEFAULT_AUTO_WAIT,
+                DURATION,
+                parse_duration,
+            )?,
+            shutdown_grace: parsed(
+                src,
+                ENV_SHUTDOWN_GRACE,
+                DEFAULT_SHUTDOWN_GRACE,
+                DURATION,
+                parse_duration,
+            )?,
             tasks: TaskDefaults::from_source(src)?,
         })
     }
@@ -261,16 +310,21 @@ impl WorkerConfig {
     pub fn from_source(src: &dyn Source) -> Result<Self, ConfigError> {
         let name_list = |s: &str| {
             list(s).filter(|items| {
-                items
-                    .iter()
-                    .all(|q| q.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
+                items.iter().all(|q| {
+                    q.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                })
             })
         };
         Ok(WorkerConfig {
             redis_url: redis_url(src)?,
-            concurrency: parsed(src, ENV_CONCURRENCY, DEFAULT_CONCURRENCY, "an integer from 1 to 10000", |s| {
-                s.parse().ok().filter(|n| (1..=10_000).contains(n))
-            })?,
+            concurrency: parsed(
+                src,
+                ENV_CONCURRENCY,
+                DEFAULT_CONCURRENCY,
+                "an integer from 1 to 10000",
+                |s| s.parse().ok().filter(|n| (1..=10_000).contains(n)),
+            )?,
             queues: parsed(
                 src,
                 ENV_QUEUES,
@@ -283,9 +337,18 @@ impl WorkerConfig {
                 ENV_TOOLS,
                 vec![DEFAULT_TOOLS.to_owned()],
                 "a comma-separated list of tool packs (demo, conformance)",
-                |s| name_list(s).filter(|packs| packs.iter().all(|p| p == "demo" || p == "conformance")),
+                |s| {
+                    name_list(s)
+                        .filter(|packs| packs.iter().all(|p| p == "demo" || p == "conformance"))
+                },
             )?,
-            shutdown_grace: parsed(src, ENV_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_GRACE, DURATION, parse_duration)?,
+            shutdown_grace: parsed(
+                src,
+                ENV_SHUTDOWN_GRACE,
+                DEFAULT_SHUTDOWN_GRACE,
+                DURATION,
+                parse_duration,
+            )?,
             tasks: TaskDefaults::from_source(src)?,
         })
     }
@@ -310,13 +373,22 @@ mod tests {
     fn bad_values_name_the_variable() {
         let src = HashMap::from([(ENV_CONCURRENCY, "lots")]);
         let e = WorkerConfig::from_source(&src).unwrap_err();
-        assert_eq!(e.to_string(), "MCPT_CONCURRENCY=\"lots\": expected an integer from 1 to 10000");
+        assert_eq!(
+            e.to_string(),
+            "MCPT_CONCURRENCY=\"lots\": expected an integer from 1 to 10000"
+        );
         let src = HashMap::from([(ENV_LISTEN_ADDR, "localhost")]);
-        assert_eq!(GatewayConfig::from_source(&src).unwrap_err().var, ENV_LISTEN_ADDR);
+        assert_eq!(
+            GatewayConfig::from_source(&src).unwrap_err().var,
+            ENV_LISTEN_ADDR
+        );
         let src = HashMap::from([(ENV_TOOLS, "demo,nope")]);
         assert_eq!(WorkerConfig::from_source(&src).unwrap_err().var, ENV_TOOLS);
         let src = HashMap::from([(ENV_DEFAULT_TTL, "2d"), (ENV_MAX_TTL, "1d")]);
-        assert_eq!(TaskDefaults::from_source(&src).unwrap_err().var, ENV_DEFAULT_TTL);
+        assert_eq!(
+            TaskDefaults::from_source(&src).unwrap_err().var,
+            ENV_DEFAULT_TTL
+        );
     }
 
     #[test]

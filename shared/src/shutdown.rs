@@ -11,15 +11,16 @@ pub fn on_signal() -> CancellationToken {
         let ctrl_c = tokio::signal::ctrl_c();
         #[cfg(unix)]
         {
-            let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot listen for SIGTERM");
-                    let _ = ctrl_c.await;
-                    fire.cancel();
-                    return;
-                }
-            };
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot listen for SIGTERM");
+                        let _ = ctrl_c.await;
+                        fire.cancel();
+                        return;
+                    }
+                };
             tokio::select! {
                 _ = ctrl_c => {}
                 _ = term.recv() => {}

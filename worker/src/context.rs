@@ -34,7 +34,9 @@ struct Inner {
 
 impl std::fmt::Debug for TaskContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TaskContext").field("task_id", &self.inner.task_id).finish_non_exhaustive()
+        f.debug_struct("TaskContext")
+            .field("task_id", &self.inner.task_id)
+            .finish_non_exhaustive()
     }
 }
 
@@ -96,7 +98,11 @@ impl TaskContext {
     /// [`ToolError::Stopped`] when the task no longer runs here.
     pub async fn set_status(&self, message: impl AsRef<str>) -> Result<(), ToolError> {
         let i = &self.inner;
-        match i.store.set_message(&i.task_id, i.fence, message.as_ref()).await {
+        match i
+            .store
+            .set_message(&i.task_id, i.fence, message.as_ref())
+            .await
+        {
             Ok(mcp_tasks_shared::store::Write::Ok) => Ok(()),
             Ok(_) => Err(ToolError::Stopped),
             Err(e) => Err(store_error(e)),
@@ -121,23 +127,37 @@ impl TaskContext {
     ///
     /// # Errors
     /// As [`TaskContext::input`].
-    pub async fn input_all(&self, requests: Vec<(String, InputRequest)>) -> Result<Vec<(String, Value)>, ToolError> {
+    pub async fn input_all(
+        &self,
+        requests: Vec<(String, InputRequest)>,
+    ) -> Result<Vec<(String, Value)>, ToolError> {
         let i = &self.inner;
         let mut encoded = Vec::with_capacity(requests.len());
         for (key, req) in &requests {
             req.kind().map_err(ToolError::internal)?;
             let need = Capability::for_input_method(&req.method, &req.params);
             if need.is_some_and(|c| !c.declared_in(&i.caps)) {
-                return Err(ToolError::Protocol(mcp_tasks_shared::protocol::jsonrpc::ErrorObject::new(
-                    mcp_tasks_shared::protocol::jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY,
-                    format!("the client did not declare the capability {} needs", req.method),
-                )));
+                return Err(ToolError::Protocol(
+                    mcp_tasks_shared::protocol::jsonrpc::ErrorObject::new(
+                        mcp_tasks_shared::protocol::jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                        format!(
+                            "the client did not declare the capability {} needs",
+                            req.method
+                        ),
+                    ),
+                ));
             }
-            let json = serde_json::to_string(req).map_err(|e| ToolError::internal(e.to_string()))?;
+            let json =
+                serde_json::to_string(req).map_err(|e| ToolError::internal(e.to_string()))?;
             encoded.push((key.clone(), json));
         }
         let keys: Vec<String> = requests.into_iter().map(|(k, _)| k).collect();
-        match i.store.ask(&i.task_id, i.fence, "", &encoded).await.map_err(store_error)? {
+        match i
+            .store
+            .ask(&i.task_id, i.fence, "", &encoded)
+            .await
+            .map_err(store_error)?
+        {
             Ask::Answered(list) => return Ok(decode_answers(list)),
             Ask::Refused(_) => return Err(ToolError::Stopped),
             Ask::Waiting => {}
@@ -152,7 +172,10 @@ impl TaskContext {
                     return Err(ToolError::Stopped);
                 }
                 if keys.iter().all(|k| rec.answers.contains_key(k)) {
-                    break keys.iter().map(|k| (k.clone(), rec.answers[k].clone())).collect::<Vec<_>>();
+                    break keys
+                        .iter()
+                        .map(|k| (k.clone(), rec.answers[k].clone()))
+                        .collect::<Vec<_>>();
                 }
             }
             tokio::select! {
@@ -160,7 +183,12 @@ impl TaskContext {
                 () = i.stop.cancelled() => return Err(ToolError::Stopped),
             }
         };
-        let permit = i.slots.clone().acquire_owned().await.map_err(|_| ToolError::Stopped)?;
+        let permit = i
+            .slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| ToolError::Stopped)?;
         if let Ok(mut slot) = i.permit.lock() {
             *slot = Some(permit);
         }

@@ -50,7 +50,11 @@ fn advert(spec: &tool::ToolSpec, rank: u32, config: &WorkerConfig) -> ToolAdvert
         policy: spec.policy,
         needs: spec.needs.clone(),
         pre_input: spec.pre_input.clone(),
-        ttl_ms: clamp(spec.ttl.unwrap_or(config.tasks.ttl).min(config.tasks.max_ttl)),
+        ttl_ms: clamp(
+            spec.ttl
+                .unwrap_or(config.tasks.ttl)
+                .min(config.tasks.max_ttl),
+        ),
         poll_interval_ms: clamp(spec.poll_interval.unwrap_or(config.tasks.poll_interval)),
         rank,
         heartbeat_ms: now_millis(),
@@ -62,14 +66,14 @@ fn advert(spec: &tool::ToolSpec, rank: u32, config: &WorkerConfig) -> ToolAdvert
 ///
 /// # Errors
 /// Redis unreachable at start, or an invalid tool set.
-pub async fn run(config: WorkerConfig, tools: Vec<Arc<dyn Tool>>, shutdown: CancellationToken) -> Result<(), WorkerError> {
+pub async fn run(
+    config: WorkerConfig,
+    tools: Vec<Arc<dyn Tool>>,
+    shutdown: CancellationToken,
+) -> Result<(), WorkerError> {
     let store = Store::connect(&config.redis_url).await?;
     store.ensure_groups(&config.queues).await?;
-    if let Ok(policy) = store.maxmemory_policy().await {
-        if policy != "noeviction" {
-            tracing::warn!(maxmemory_policy = %policy, "redis may evict task state: set maxmemory-policy noeviction");
-        }
-    }
+    store.warn_if_evicting().await;
     let mut by_name: HashMap<String, Arc<dyn Tool>> = HashMap::new();
     let mut adverts = Vec::new();
     for (rank, tool) in tools.into_iter().enumerate() {
@@ -82,9 +86,16 @@ pub async fn run(config: WorkerConfig, tools: Vec<Arc<dyn Tool>>, shutdown: Canc
                 config.queues.join(",")
             )));
         }
-        adverts.push(advert(&spec, u32::try_from(rank).unwrap_or(u32::MAX), &config));
+        adverts.push(advert(
+            &spec,
+            u32::try_from(rank).unwrap_or(u32::MAX),
+            &config,
+        ));
         if by_name.insert(spec.tool.name.clone(), tool).is_some() {
-            return Err(WorkerError::Tools(format!("two tools are named {}", spec.tool.name)));
+            return Err(WorkerError::Tools(format!(
+                "two tools are named {}",
+                spec.tool.name
+            )));
         }
     }
     store.advertise(&adverts).await?;
@@ -114,8 +125,14 @@ pub async fn run(config: WorkerConfig, tools: Vec<Arc<dyn Tool>>, shutdown: Canc
     runner.clone().read_loop(shutdown).await;
     heartbeat.abort();
     tracker.close();
-    if tokio::time::timeout(config.shutdown_grace, tracker.wait()).await.is_err() {
-        tracing::warn!(grace_ms = config.shutdown_grace.as_millis() as u64, "jobs still running after the grace period; they will be redelivered");
+    if tokio::time::timeout(config.shutdown_grace, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            grace_ms = config.shutdown_grace.as_millis() as u64,
+            "jobs still running after the grace period; they will be redelivered"
+        );
     }
     hub_stop.cancel();
     tracing::info!("worker stopped");
@@ -143,7 +160,11 @@ async fn heartbeat(store: Store, mut adverts: Vec<ToolAdvert>, shutdown: Cancell
 fn hostname() -> String {
     std::env::var("HOSTNAME")
         .ok()
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|s| s.trim().to_owned()))
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|s| s.trim().to_owned())
+        })
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "worker".to_owned())
 }

@@ -28,7 +28,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mcp-tasks-worker: {e}");
+            eprintln!("mcp-tasks-worker: {}", mcp_tasks_shared::error_chain(&e));
             ExitCode::FAILURE
         }
     }

@@ -85,7 +85,8 @@ impl Runner {
                 };
                 let this = self.clone();
                 let span = tracing::info_span!("job", task.id = %d.task_id, queue.name = %d.queue, tool.name = tracing::field::Empty);
-                self.tracker.spawn(async move { this.run_job(d, permit).await }.instrument(span));
+                self.tracker
+                    .spawn(async move { this.run_job(d, permit).await }.instrument(span));
             }
         }
     }
@@ -114,14 +115,20 @@ impl Runner {
         let job = match &d.job {
             Ok(job) => job.clone(),
             Err(why) => {
-                let finish = failed(ErrorObject::new(INTERNAL_ERROR, format!("job could not be read: {why}")));
+                let finish = failed(ErrorObject::new(
+                    INTERNAL_ERROR,
+                    format!("job could not be read: {why}"),
+                ));
                 self.settle(&d, fence, &finish).await;
                 return;
             }
         };
         tracing::Span::current().record("tool.name", job.tool.as_str());
         let Some(tool) = self.tools.get(&job.tool).cloned() else {
-            let finish = failed(ErrorObject::new(INTERNAL_ERROR, format!("no worker here runs tool {}", job.tool)));
+            let finish = failed(ErrorObject::new(
+                INTERNAL_ERROR,
+                format!("no worker here runs tool {}", job.tool),
+            ));
             self.settle(&d, fence, &finish).await;
             return;
         };
@@ -147,7 +154,10 @@ impl Runner {
         let finish = match outcome {
             Ok(result) => match serde_json::to_string(&result) {
                 Ok(json) => Finish::Completed(json),
-                Err(e) => failed(ErrorObject::new(INTERNAL_ERROR, format!("result could not be encoded: {e}"))),
+                Err(e) => failed(ErrorObject::new(
+                    INTERNAL_ERROR,
+                    format!("result could not be encoded: {e}"),
+                )),
             },
             Err(ToolError::Protocol(error)) => failed(error),
             Err(ToolError::Stopped) => {
@@ -165,7 +175,10 @@ impl Runner {
             }
         };
         self.settle(&d, fence, &finish).await;
-        tracing::info!(duration_ms = started.elapsed().as_millis() as u64, "job finished");
+        tracing::info!(
+            duration_ms = started.elapsed().as_millis() as u64,
+            "job finished"
+        );
     }
 
     /// Write the terminal state, retrying while Redis is away.
@@ -198,14 +211,18 @@ impl Runner {
 
 fn failed(error: ErrorObject) -> Finish {
     let message = error.message.clone();
-    let error = serde_json::to_string(&error).unwrap_or_else(|_| {
-        format!(r#"{{"code":{INTERNAL_ERROR},"message":"internal error"}}"#)
-    });
+    let error = serde_json::to_string(&error)
+        .unwrap_or_else(|_| format!(r#"{{"code":{INTERNAL_ERROR},"message":"internal error"}}"#));
     Finish::Failed { error, message }
 }
 
 /// Feed the task's latest state to its context; fire `stop` on cancellation or a terminal state.
-async fn monitor(store: Store, mut watch: Watch, latest: watch::Sender<Option<TaskRecord>>, stop: CancellationToken) {
+async fn monitor(
+    store: Store,
+    mut watch: Watch,
+    latest: watch::Sender<Option<TaskRecord>>,
+    stop: CancellationToken,
+) {
     // The start script already ran: read once so answers given before now are seen.
     let mut resync = true;
     loop {
@@ -222,7 +239,9 @@ async fn monitor(store: Store, mut watch: Watch, latest: watch::Sender<Option<Ta
             }
         }
         match watch.recv().await {
-            Some(TaskEvent::Changed(rec)) => observe(rec, &latest, &stop),
+            Some(TaskEvent::Changed(rec)) => {
+                observe(std::sync::Arc::unwrap_or_clone(rec), &latest, &stop)
+            }
             Some(TaskEvent::Resync) => resync = true,
             None => return,
         }
@@ -230,7 +249,10 @@ async fn monitor(store: Store, mut watch: Watch, latest: watch::Sender<Option<Ta
 }
 
 fn observe(rec: TaskRecord, latest: &watch::Sender<Option<TaskRecord>>, stop: &CancellationToken) {
-    let newer = latest.borrow().as_ref().is_none_or(|cur| rec.version >= cur.version);
+    let newer = latest
+        .borrow()
+        .as_ref()
+        .is_none_or(|cur| rec.version >= cur.version);
     if !newer {
         return;
     }

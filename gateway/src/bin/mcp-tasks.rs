@@ -62,7 +62,11 @@ fn up() -> ExitCode {
         let stop = shutdown::on_signal();
         let tools = mcp_tasks_worker::tools::packs(&worker_config.tools);
         let worker = tokio::spawn(mcp_tasks_worker::run(worker_config, tools, stop.clone()));
-        let gateway = tokio::spawn(mcp_tasks_gateway::run(gateway_config, listener, stop.clone()));
+        let gateway = tokio::spawn(mcp_tasks_gateway::run(
+            gateway_config,
+            listener,
+            stop.clone(),
+        ));
         println!("listening on http://{addr}");
         println!("MCP endpoint: http://{addr}/mcp  (Ctrl-C stops everything)");
         let (g, w) = tokio::join!(gateway, worker);
@@ -71,8 +75,10 @@ fn up() -> ExitCode {
             let _ = child.kill().await;
             let _ = std::fs::remove_dir_all(dir);
         }
-        g.map_err(|e| e.to_string())?.map_err(|e| format!("gateway: {}", error_chain(&e)))?;
-        w.map_err(|e| e.to_string())?.map_err(|e| format!("worker: {}", error_chain(&e)))?;
+        g.map_err(|e| e.to_string())?
+            .map_err(|e| format!("gateway: {}", error_chain(&e)))?;
+        w.map_err(|e| e.to_string())?
+            .map_err(|e| format!("worker: {}", error_chain(&e)))?;
         Ok(())
     });
     match result {
@@ -109,10 +115,15 @@ async fn start_redis() -> Result<(Child, String, std::path::PathBuf), String> {
     let url = format!("redis://127.0.0.1:{port}");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while tokio::time::Instant::now() < deadline {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
             return Ok((child, url, dir));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    Err(format!("redis-server did not start listening on port {port} within 10 s"))
+    Err(format!(
+        "redis-server did not start listening on port {port} within 10 s"
+    ))
 }

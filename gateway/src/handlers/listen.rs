@@ -42,16 +42,26 @@ struct TaskNotification<'a> {
     meta: Value,
 }
 
-pub(crate) async fn listen(state: &Arc<State>, req: Request, accepts_sse: bool) -> Result<Reply, DispatchError> {
+pub(crate) async fn listen(
+    state: &Arc<State>,
+    req: Request,
+    accepts_sse: bool,
+) -> Result<Reply, DispatchError> {
     let filter = match req.params.get("notifications") {
         Some(Value::Object(f)) => f,
-        _ => return Err(DispatchError::InvalidParams("params.notifications must be an object".into())),
+        _ => {
+            return Err(DispatchError::InvalidParams(
+                "params.notifications must be an object".into(),
+            ));
+        }
     };
     let mut task_ids: Vec<String> = Vec::new();
     if let Some(ids) = filter.get("taskIds") {
         require_tasks(&req)?;
         let Some(ids) = ids.as_array() else {
-            return Err(DispatchError::InvalidParams("notifications.taskIds must be an array of strings".into()));
+            return Err(DispatchError::InvalidParams(
+                "notifications.taskIds must be an array of strings".into(),
+            ));
         };
         if ids.len() > MAX_TASK_IDS {
             return Err(DispatchError::InvalidParams(format!(
@@ -61,7 +71,9 @@ pub(crate) async fn listen(state: &Arc<State>, req: Request, accepts_sse: bool) 
         }
         for id in ids {
             let Some(id) = id.as_str() else {
-                return Err(DispatchError::InvalidParams("notifications.taskIds must be an array of strings".into()));
+                return Err(DispatchError::InvalidParams(
+                    "notifications.taskIds must be an array of strings".into(),
+                ));
             };
             if is_plausible_task_id(id) && !task_ids.iter().any(|t| t == id) {
                 task_ids.push(id.to_owned());
@@ -129,7 +141,8 @@ pub(crate) async fn listen(state: &Arc<State>, req: Request, accepts_sse: bool) 
     for rec in &initial {
         stream.emit(rec).await;
     }
-    let span = tracing::info_span!("listen", listen.tasks = stream.last_seen.len(), rpc.id = %req.id);
+    let span =
+        tracing::info_span!("listen", listen.tasks = stream.last_seen.len(), rpc.id = %req.id);
     let state = state.clone();
     tokio::spawn(stream.run(state, events_rx).instrument(span));
     Ok(Reply::Sse(rx))

@@ -19,7 +19,10 @@ pub(crate) fn owner(_req: &Request) -> &'static str {
 
 /// -32021 unless the request declares the Tasks extension (T-05, T-06).
 pub(crate) fn require_tasks(req: &Request) -> Result<(), DispatchError> {
-    match mcp_tasks_shared::protocol::meta::missing_capabilities(&[Capability::Tasks], req.capabilities()) {
+    match mcp_tasks_shared::protocol::meta::missing_capabilities(
+        &[Capability::Tasks],
+        req.capabilities(),
+    ) {
         None => Ok(()),
         Some(missing) => Err(DispatchError::MissingCapability(missing)),
     }

@@ -59,8 +59,16 @@ pub(crate) async fn update(state: &Arc<State>, req: &Request) -> Result<Reply, D
     let id = checked_id(req)?;
     let responses = match req.params.get("inputResponses") {
         Some(Value::Object(m)) => m,
-        Some(_) => return Err(DispatchError::InvalidParams("params.inputResponses must be an object".into())),
-        None => return Err(DispatchError::InvalidParams("params.inputResponses is required".into())),
+        Some(_) => {
+            return Err(DispatchError::InvalidParams(
+                "params.inputResponses must be an object".into(),
+            ));
+        }
+        None => {
+            return Err(DispatchError::InvalidParams(
+                "params.inputResponses is required".into(),
+            ));
+        }
     };
     if responses.len() > MAX_ANSWERS {
         return Err(DispatchError::InvalidParams(format!(

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR, result_bytes};
-use mcp_tasks_shared::protocol::meta::{Capability, TRACEPARENT_KEY, missing_capabilities, server_meta};
+use mcp_tasks_shared::protocol::meta::{
+    Capability, TRACEPARENT_KEY, missing_capabilities, server_meta,
+};
 use mcp_tasks_shared::protocol::tasks::{CreateTaskResult, ResponseKind, TaskStatus};
 use mcp_tasks_shared::protocol::time::rfc3339_millis;
 use mcp_tasks_shared::protocol::tools::CallToolResult;
@@ -58,14 +60,24 @@ enum Mode {
 }
 
 pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, DispatchError> {
-    let name = req.params.get("name").and_then(Value::as_str).unwrap_or_default();
+    let name = req
+        .params
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let args = match req.params.get("arguments") {
         None => Value::Object(Map::new()),
         Some(v @ Value::Object(_)) => v.clone(),
-        Some(_) => return Err(DispatchError::InvalidParams("params.arguments must be an object".into())),
+        Some(_) => {
+            return Err(DispatchError::InvalidParams(
+                "params.arguments must be an object".into(),
+            ));
+        }
     };
     let Some(tool) = state.registry.find(name).await? else {
-        return Err(DispatchError::InvalidParams(format!("Unknown tool: {name}")));
+        return Err(DispatchError::InvalidParams(format!(
+            "Unknown tool: {name}"
+        )));
     };
     let caps = req.capabilities();
     let declared = Capability::Tasks.declared_in(caps);
@@ -78,7 +90,8 @@ pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, Disp
     }
     // Arguments that break the schema: a tool error the model can correct; no task (B-29).
     if let Err(violation) = schema::validate(&tool.tool.input_schema, &args) {
-        let result = CallToolResult::error_text(format!("invalid arguments for tool {name}: {violation}"));
+        let result =
+            CallToolResult::error_text(format!("invalid arguments for tool {name}: {violation}"));
         return Ok(Reply::Json(result_bytes(&req.id, &result)));
     }
     // MRTR before any task exists (T-15).
@@ -97,7 +110,11 @@ pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, Disp
         args,
         caps: caps.clone(),
         pre,
-        traceparent: req.meta().get(TRACEPARENT_KEY).and_then(Value::as_str).map(str::to_owned),
+        traceparent: req
+            .meta()
+            .get(TRACEPARENT_KEY)
+            .and_then(Value::as_str)
+            .map(str::to_owned),
     };
     let id = new_task_id();
     tracing::Span::current().record("task.id", id.as_str());
@@ -150,14 +167,19 @@ pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, Disp
                 Some(rec) => sync_reply(&req, &rec)?,
                 None => {
                     // Leave the guard armed: dropping it cancels the abandoned task.
-                    return Err(DispatchError::Rpc(ErrorObject::new(
+                    return Err(ErrorObject::new(
                         INTERNAL_ERROR,
                         format!("tool {name} did not finish within {} s (MCPT_SYNC_TIMEOUT); the call was cancelled", sync_timeout.as_secs()),
-                    )));
+                    )
+                    .into());
                 }
             }
         }
-        (_, None) => return Err(DispatchError::Internal("no watch for a waiting call".into())),
+        (_, None) => {
+            return Err(DispatchError::Internal(
+                "no watch for a waiting call".into(),
+            ));
+        }
     };
     guard.disarm();
     Ok(reply)
@@ -172,20 +194,26 @@ fn sync_reply(req: &Request, rec: &TaskRecord) -> Result<Reply, DispatchError> {
     let task = rec.to_detailed();
     match task.status {
         TaskStatus::Completed => {
-            let raw = task
-                .result
-                .unwrap_or_else(|| RawValue::from_string(r#"{"resultType":"complete","content":[]}"#.into()).unwrap_or_default());
+            let raw = task.result.unwrap_or_else(|| {
+                RawValue::from_string(r#"{"resultType":"complete","content":[]}"#.into())
+                    .unwrap_or_default()
+            });
             Ok(Reply::Json(result_bytes(&req.id, &raw)))
         }
-        TaskStatus::Failed => Err(DispatchError::Rpc(
-            task.error.unwrap_or_else(|| ErrorObject::new(INTERNAL_ERROR, "the tool failed")),
-        )),
-        _ => Err(DispatchError::Rpc(ErrorObject::new(INTERNAL_ERROR, "the tool call was cancelled"))),
+        TaskStatus::Failed => Err(task
+            .error
+            .unwrap_or_else(|| ErrorObject::new(INTERNAL_ERROR, "the tool failed"))
+            .into()),
+        _ => Err(ErrorObject::new(INTERNAL_ERROR, "the tool call was cancelled").into()),
     }
 }
 
 /// Wait until the watched task is terminal, or `until`. `None` on timeout.
-async fn wait_terminal(store: &Store, watch: &mut Watch, until: Instant) -> Result<Option<TaskRecord>, DispatchError> {
+async fn wait_terminal(
+    store: &Store,
+    watch: &mut Watch,
+    until: Instant,
+) -> Result<Option<TaskRecord>, DispatchError> {
     loop {
         let event = tokio::time::timeout_at(until.into(), watch.recv()).await;
         match event {
@@ -193,13 +221,17 @@ async fn wait_terminal(store: &Store, watch: &mut Watch, until: Instant) -> Resu
             Ok(None) => return Err(DispatchError::Internal("event hub stopped".into())),
             Ok(Some(TaskEvent::Changed(rec))) => {
                 if rec.is_terminal() {
-                    return Ok(Some(rec));
+                    return Ok(Some(std::sync::Arc::unwrap_or_clone(rec)));
                 }
             }
             Ok(Some(TaskEvent::Resync)) => match store.get_task(watch.task_id()).await? {
                 Some(rec) if rec.is_terminal() => return Ok(Some(rec)),
                 Some(_) => {}
-                None => return Err(DispatchError::Internal("task vanished while waiting".into())),
+                None => {
+                    return Err(DispatchError::Internal(
+                        "task vanished while waiting".into(),
+                    ));
+                }
             },
         }
     }
@@ -207,14 +239,21 @@ async fn wait_terminal(store: &Store, watch: &mut Watch, until: Instant) -> Resu
 
 /// The MRTR round of a tool with `pre_input`: the answers when every key has a well-formed
 /// one, else the `InputRequiredResult` asking for the rest.
-fn pre_input(tool: &ToolAdvert, req: &Request) -> Result<Result<Map<String, Value>, Value>, DispatchError> {
+fn pre_input(
+    tool: &ToolAdvert,
+    req: &Request,
+) -> Result<Result<Map<String, Value>, Value>, DispatchError> {
     if tool.pre_input.is_empty() {
         return Ok(Ok(Map::new()));
     }
     let responses = match req.params.get("inputResponses") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(m)) => m.clone(),
-        Some(_) => return Err(DispatchError::InvalidParams("params.inputResponses must be an object".into())),
+        Some(_) => {
+            return Err(DispatchError::InvalidParams(
+                "params.inputResponses must be an object".into(),
+            ));
+        }
     };
     let mut answers = Map::new();
     let mut missing = Map::new();
@@ -225,14 +264,19 @@ fn pre_input(tool: &ToolAdvert, req: &Request) -> Result<Result<Map<String, Valu
                 answers.insert(key.clone(), answer.clone());
             }
             _ => {
-                missing.insert(key.clone(), serde_json::to_value(request).unwrap_or(Value::Null));
+                missing.insert(
+                    key.clone(),
+                    serde_json::to_value(request).unwrap_or(Value::Null),
+                );
             }
         }
     }
     if missing.is_empty() {
         Ok(Ok(answers))
     } else {
-        Ok(Err(json!({ "resultType": "input_required", "inputRequests": missing, "_meta": server_meta() })))
+        Ok(Err(
+            json!({ "resultType": "input_required", "inputRequests": missing, "_meta": server_meta() }),
+        ))
     }
 }
 

@@ -112,7 +112,10 @@ pub fn error_bytes(id: Option<&Id>, error: &ErrorObject) -> Vec<u8> {
 }
 
 fn internal_error_bytes(id: Option<&Id>) -> Vec<u8> {
-    let id = id.map_or_else(|| "null".to_owned(), |id| serde_json::to_string(id).unwrap_or_default());
+    let id = id.map_or_else(
+        || "null".to_owned(),
+        |id| serde_json::to_string(id).unwrap_or_default(),
+    );
     format!(
         r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":{INTERNAL_ERROR},"message":"internal error"}}}}"#
     )

@@ -48,12 +48,16 @@ impl Capability {
     pub fn declared_in(self, caps: &Value) -> bool {
         let is_object = |v: Option<&Value>| v.is_some_and(Value::is_object);
         match self {
-            Capability::Tasks => is_object(caps.get("extensions").and_then(|e| e.get(TASKS_EXTENSION))),
+            Capability::Tasks => {
+                is_object(caps.get("extensions").and_then(|e| e.get(TASKS_EXTENSION)))
+            }
             Capability::ElicitationForm => match caps.get("elicitation") {
                 Some(Value::Object(e)) => e.is_empty() || is_object(e.get("form")),
                 _ => false,
             },
-            Capability::ElicitationUrl => is_object(caps.get("elicitation").and_then(|e| e.get("url"))),
+            Capability::ElicitationUrl => {
+                is_object(caps.get("elicitation").and_then(|e| e.get("url")))
+            }
             Capability::Sampling => is_object(caps.get("sampling")),
             Capability::Roots => is_object(caps.get("roots")),
         }
@@ -71,7 +75,9 @@ impl Capability {
         match self {
             Capability::Tasks => nested(required, "extensions", TASKS_EXTENSION),
             Capability::ElicitationForm => {
-                required.entry("elicitation".to_owned()).or_insert_with(empty);
+                required
+                    .entry("elicitation".to_owned())
+                    .or_insert_with(empty);
             }
             Capability::ElicitationUrl => nested(required, "elicitation", "url"),
             Capability::Sampling => {
@@ -86,11 +92,13 @@ impl Capability {
     /// The capability an input request method needs (T-45), if the method is one of the three.
     pub fn for_input_method(method: &str, params: &Value) -> Option<Capability> {
         match method {
-            "elicitation/create" => Some(if params.get("mode").and_then(Value::as_str) == Some("url") {
-                Capability::ElicitationUrl
-            } else {
-                Capability::ElicitationForm
-            }),
+            "elicitation/create" => Some(
+                if params.get("mode").and_then(Value::as_str) == Some("url") {
+                    Capability::ElicitationUrl
+                } else {
+                    Capability::ElicitationForm
+                },
+            ),
             "sampling/createMessage" => Some(Capability::Sampling),
             "roots/list" => Some(Capability::Roots),
             _ => None,
@@ -138,11 +146,17 @@ mod tests {
 
     #[test]
     fn missing_lists_everything_absent_in_one_object() {
-        let got = missing_capabilities(&[Capability::Tasks, Capability::ElicitationForm], &json!({}));
+        let got = missing_capabilities(
+            &[Capability::Tasks, Capability::ElicitationForm],
+            &json!({}),
+        );
         assert_eq!(
             got,
             Some(json!({"extensions": {TASKS_EXTENSION: {}}, "elicitation": {}}))
         );
-        assert_eq!(missing_capabilities(&[Capability::Sampling], &json!({"sampling": {}})), None);
+        assert_eq!(
+            missing_capabilities(&[Capability::Sampling], &json!({"sampling": {}})),
+            None
+        );
     }
 }

@@ -28,7 +28,10 @@ pub enum TaskStatus {
 impl TaskStatus {
     /// Whether the status is final.
     pub fn is_terminal(self) -> bool {
-        matches!(self, TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled)
+        matches!(
+            self,
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+        )
     }
 
     /// The wire spelling.
@@ -198,7 +201,9 @@ impl InputRequest {
                 }
             }
             "sampling/createMessage" => {
-                if p.get("messages").is_some_and(Value::is_array) && p.get("maxTokens").is_some_and(Value::is_u64) {
+                if p.get("messages").is_some_and(Value::is_array)
+                    && p.get("maxTokens").is_some_and(Value::is_u64)
+                {
                     Ok(ResponseKind::Sampling)
                 } else {
                     Err("sampling/createMessage needs messages and an integer maxTokens".into())
@@ -238,7 +243,9 @@ impl ResponseKind {
             mask |= ResponseKind::Elicit.bit();
         }
         if answer.get("role").is_some_and(Value::is_string)
-            && answer.get("content").is_some_and(|c| c.is_object() || c.is_array())
+            && answer
+                .get("content")
+                .is_some_and(|c| c.is_object() || c.is_array())
             && answer.get("model").is_some_and(Value::is_string)
         {
             mask |= ResponseKind::Sampling.bit();
@@ -246,7 +253,11 @@ impl ResponseKind {
         if answer
             .get("roots")
             .and_then(Value::as_array)
-            .is_some_and(|roots| roots.iter().all(|r| r.get("uri").is_some_and(Value::is_string)))
+            .is_some_and(|roots| {
+                roots
+                    .iter()
+                    .all(|r| r.get("uri").is_some_and(Value::is_string))
+            })
         {
             mask |= ResponseKind::Roots.bit();
         }
@@ -286,7 +297,9 @@ mod tests {
             ttl_ms: None,
             poll_interval_ms: Some(2000),
             input_requests: None,
-            result: Some(RawValue::from_string(r#"{"resultType":"complete","content":[]}"#.into()).unwrap()),
+            result: Some(
+                RawValue::from_string(r#"{"resultType":"complete","content":[]}"#.into()).unwrap(),
+            ),
             error: None,
         }
     }
@@ -295,7 +308,12 @@ mod tests {
     #[test]
     fn get_result_has_result_type_ttl_key_and_no_foreign_fields() {
         let task = completed_task();
-        let v = serde_json::to_value(GetTaskResult { result_type: "complete", task: &task, meta: json!({}) }).unwrap();
+        let v = serde_json::to_value(GetTaskResult {
+            result_type: "complete",
+            task: &task,
+            meta: json!({}),
+        })
+        .unwrap();
         assert_eq!(v["resultType"], "complete");
         assert!(v.as_object().unwrap().contains_key("ttlMs"));
         assert!(v["ttlMs"].is_null());
@@ -307,7 +325,13 @@ mod tests {
 
     #[test]
     fn status_round_trips() {
-        for s in ["working", "input_required", "completed", "failed", "cancelled"] {
+        for s in [
+            "working",
+            "input_required",
+            "completed",
+            "failed",
+            "cancelled",
+        ] {
             let st = TaskStatus::parse(s).unwrap();
             assert_eq!(st.as_str(), s);
             assert_eq!(serde_json::to_value(st).unwrap(), json!(s));
@@ -318,11 +342,27 @@ mod tests {
     /// T-33: answer shapes.
     #[test]
     fn answer_masks() {
-        assert_eq!(ResponseKind::mask_of(&json!({"action": "accept", "content": {"a": "x", "b": ["y"], "c": 1}})), 1);
-        assert_eq!(ResponseKind::mask_of(&json!({"action": "accept", "content": {"a": {"nested": 1}}})), 0);
+        assert_eq!(
+            ResponseKind::mask_of(
+                &json!({"action": "accept", "content": {"a": "x", "b": ["y"], "c": 1}})
+            ),
+            1
+        );
+        assert_eq!(
+            ResponseKind::mask_of(&json!({"action": "accept", "content": {"a": {"nested": 1}}})),
+            0
+        );
         assert_eq!(ResponseKind::mask_of(&json!({"action": "maybe"})), 0);
-        assert_eq!(ResponseKind::mask_of(&json!({"role": "assistant", "content": {"type": "text", "text": "x"}, "model": "m"})), 2);
-        assert_eq!(ResponseKind::mask_of(&json!({"roots": [{"uri": "file:///x"}]})), 4);
+        assert_eq!(
+            ResponseKind::mask_of(
+                &json!({"role": "assistant", "content": {"type": "text", "text": "x"}, "model": "m"})
+            ),
+            2
+        );
+        assert_eq!(
+            ResponseKind::mask_of(&json!({"roots": [{"uri": "file:///x"}]})),
+            4
+        );
         assert_eq!(ResponseKind::mask_of(&json!({"ignored": true})), 0);
     }
 
@@ -331,9 +371,15 @@ mod tests {
     fn input_request_kinds() {
         let e = InputRequest::elicit_form("Q?", json!({"type": "object", "properties": {}}));
         assert_eq!(e.kind(), Ok(ResponseKind::Elicit));
-        assert_eq!(InputRequest::sample_text("hi", 100).kind(), Ok(ResponseKind::Sampling));
+        assert_eq!(
+            InputRequest::sample_text("hi", 100).kind(),
+            Ok(ResponseKind::Sampling)
+        );
         assert_eq!(InputRequest::list_roots().kind(), Ok(ResponseKind::Roots));
-        let bad = InputRequest { method: "elicitation/create".into(), params: json!({"message": "x"}) };
+        let bad = InputRequest {
+            method: "elicitation/create".into(),
+            params: json!({"message": "x"}),
+        };
         assert!(bad.kind().is_err());
     }
 }

@@ -47,8 +47,14 @@ mod tests {
     fn renders_known_instants() {
         assert_eq!(rfc3339_millis(0), "1970-01-01T00:00:00.000Z");
         // 2026-08-01T09:30:00.125Z, the spec's example instant.
-        assert_eq!(rfc3339_millis(1_785_576_600_125), "2026-08-01T09:30:00.125Z");
+        assert_eq!(
+            rfc3339_millis(1_785_576_600_125),
+            "2026-08-01T09:30:00.125Z"
+        );
         assert_eq!(rfc3339_millis(951_782_400_000), "2000-02-29T00:00:00.000Z");
-        assert_eq!(rfc3339_millis(4_107_542_399_999), "2100-02-28T23:59:59.999Z");
+        assert_eq!(
+            rfc3339_millis(4_107_542_399_999),
+            "2100-02-28T23:59:59.999Z"
+        );
     }
 }

@@ -87,6 +87,9 @@ mod tests {
     #[test]
     fn error_result_carries_result_type_and_is_error() {
         let v = serde_json::to_value(CallToolResult::error_text("no")).unwrap();
-        assert_eq!(v, json!({"resultType": "complete", "content": [{"type": "text", "text": "no"}], "isError": true}));
+        assert_eq!(
+            v,
+            json!({"resultType": "complete", "content": [{"type": "text", "text": "no"}], "isError": true})
+        );
     }
 }

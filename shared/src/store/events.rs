@@ -19,7 +19,7 @@ use super::{Store, StoreError, StoreResult, TaskRecord, keys};
 #[derive(Debug, Clone)]
 pub enum TaskEvent {
     /// The task's full state after a change (compare `version` to drop what you have seen).
-    Changed(TaskRecord),
+    Changed(std::sync::Arc<TaskRecord>),
     /// Events may have been missed (reconnect or a slow watcher): re-read the task.
     Resync,
 }
@@ -132,7 +132,11 @@ impl Subscriber {
 /// channel name → watchers
 type Table = HashMap<String, Vec<Subscriber>>;
 
-async fn run(client: redis::Client, mut cmds: mpsc::UnboundedReceiver<Cmd>, shutdown: CancellationToken) {
+async fn run(
+    client: redis::Client,
+    mut cmds: mpsc::UnboundedReceiver<Cmd>,
+    shutdown: CancellationToken,
+) {
     let mut table: Table = HashMap::new();
     let mut next_sub = 0u64;
     let mut backoff = Duration::from_millis(50);
@@ -173,7 +177,10 @@ async fn run(client: redis::Client, mut cmds: mpsc::UnboundedReceiver<Cmd>, shut
                 tracing::warn!(error = %e, "resubscribe failed; reconnecting");
                 continue;
             }
-            tracing::info!(channels = channels.len(), "event subscriber reconnected; watchers re-read");
+            tracing::info!(
+                channels = channels.len(),
+                "event subscriber reconnected; watchers re-read"
+            );
             for subs in table.values_mut() {
                 for s in subs.iter_mut() {
                     s.lagged = true;
@@ -189,11 +196,11 @@ async fn run(client: redis::Client, mut cmds: mpsc::UnboundedReceiver<Cmd>, shut
                     None => return,
                     Some(Cmd::Watch { task, tx, done }) => {
                         let channel = keys::events_channel(&task);
-                        if !table.contains_key(&channel) {
-                            if let Err(e) = sink.subscribe(&channel).await {
-                                let _ = done.send(Err(e.into()));
-                                break;
-                            }
+                        if !table.contains_key(&channel)
+                            && let Err(e) = sink.subscribe(&channel).await
+                        {
+                            let _ = done.send(Err(e.into()));
+                            break;
                         }
                         next_sub += 1;
                         table.entry(channel).or_default().push(Subscriber { sub: next_sub, tx, lagged: false });
@@ -243,6 +250,7 @@ fn dispatch(table: &mut Table, msg: &redis::Msg) {
         }
         return;
     };
+    let record = std::sync::Arc::new(record);
     for s in subs.iter_mut() {
         s.deliver(TaskEvent::Changed(record.clone()));
     }

@@ -184,7 +184,11 @@ pub fn new_task_id() -> String {
 
 /// Whether `id` could be a task id of this server: header-safe characters, bounded length.
 pub fn is_plausible_task_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// Timeouts for ordinary commands (blocking reads use their own connection).
@@ -209,7 +213,9 @@ impl std::fmt::Debug for Store {
 
 fn flat_strings(v: Vec<redis::Value>) -> StoreResult<Vec<String>> {
     v.into_iter()
-        .map(|x| redis::from_redis_value::<String>(x).map_err(|e| StoreError::Corrupt(e.to_string())))
+        .map(|x| {
+            redis::from_redis_value::<String>(x).map_err(|e| StoreError::Corrupt(e.to_string()))
+        })
         .collect()
 }
 
@@ -248,14 +254,23 @@ impl Store {
         Ok(())
     }
 
-    /// The server's `maxmemory-policy`, to warn about evicting policies.
-    ///
-    /// # Errors
-    /// Redis unreachable.
-    pub async fn maxmemory_policy(&self) -> StoreResult<String> {
+    /// Warn loudly when Redis may evict keys: task state must never be evicted.
+    pub async fn warn_if_evicting(&self) {
         let mut con = self.con.clone();
-        let v: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async(&mut con).await?;
-        Ok(v.get(1).cloned().unwrap_or_default())
+        let reply: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("maxmemory-policy")
+            .query_async(&mut con)
+            .await;
+        if let Ok(policy) = reply
+            && let Some(policy) = policy.get(1)
+            && policy != "noeviction"
+        {
+            tracing::warn!(
+                maxmemory_policy = %policy,
+                "redis may evict task state under memory pressure: set maxmemory-policy noeviction"
+            );
+        }
     }
 
     /// Create the task hash (with expiry) and enqueue its job, atomically; returns `createdAt` ms.
@@ -322,7 +337,12 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn answer(&self, id: &str, owner: &str, answers: &[(String, u8, String)]) -> StoreResult<Answer> {
+    pub async fn answer(
+        &self,
+        id: &str,
+        owner: &str,
+        answers: &[(String, u8, String)],
+    ) -> StoreResult<Answer> {
         let mut inv = self.scripts.answer.key(keys::task_key(id));
         inv.arg(keys::events_channel(id)).arg(owner);
         for (key, mask, json) in answers {
@@ -366,7 +386,9 @@ impl Store {
     pub async fn ensure_groups(&self, queues: &[String]) -> StoreResult<()> {
         let mut con = self.con.clone();
         for q in queues {
-            let r: redis::RedisResult<()> = con.xgroup_create_mkstream(keys::queue_key(q), keys::GROUP, "0").await;
+            let r: redis::RedisResult<()> = con
+                .xgroup_create_mkstream(keys::queue_key(q), keys::GROUP, "0")
+                .await;
             match r {
                 Ok(()) => {}
                 Err(e) if e.code() == Some("BUSYGROUP") => {}
@@ -385,7 +407,10 @@ impl Store {
         let config = redis::AsyncConnectionConfig::new()
             .set_response_timeout(Some(READ_BLOCK + RESPONSE_TIMEOUT))
             .set_connection_timeout(Some(CONNECT_TIMEOUT));
-        let con = self.client.get_multiplexed_async_connection_with_config(&config).await?;
+        let con = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
         Ok(JobReader { con })
     }
 
@@ -409,7 +434,9 @@ impl Store {
         )?;
         match reply.as_slice() {
             [run, fence] if run == "run" => Ok(Start::Run {
-                fence: fence.parse().map_err(|_| StoreError::Corrupt(format!("fence {fence}")))?,
+                fence: fence
+                    .parse()
+                    .map_err(|_| StoreError::Corrupt(format!("fence {fence}")))?,
             }),
             [skip, why] if skip == "skip" => Ok(Start::Skip(why.clone())),
             other => Err(StoreError::Corrupt(format!("start: {other:?}"))),
@@ -439,7 +466,13 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable, or a key that already names another request.
-    pub async fn ask(&self, id: &str, fence: u64, message: &str, requests: &[(String, String)]) -> StoreResult<Ask> {
+    pub async fn ask(
+        &self,
+        id: &str,
+        fence: u64,
+        message: &str,
+        requests: &[(String, String)],
+    ) -> StoreResult<Ask> {
         let mut inv = self.scripts.ask.key(keys::task_key(id));
         inv.arg(keys::events_channel(id)).arg(fence).arg(message);
         for (key, req) in requests {
@@ -450,7 +483,9 @@ impl Store {
         match reply.first().map(String::as_str) {
             Some("answered") => {
                 let mut it = reply.into_iter().skip(1);
-                Ok(Ask::Answered(std::iter::from_fn(|| Some((it.next()?, it.next()?))).collect()))
+                Ok(Ask::Answered(
+                    std::iter::from_fn(|| Some((it.next()?, it.next()?))).collect(),
+                ))
             }
             Some("waiting") => Ok(Ask::Waiting),
             _ => write_outcome(&reply).map(Ask::Refused),
@@ -464,7 +499,9 @@ impl Store {
     pub async fn finish(&self, d: &Delivery, fence: u64, outcome: &Finish) -> StoreResult<Write> {
         let (status, field, payload, message) = match outcome {
             Finish::Completed(result) => ("completed", "result", result.as_str(), ""),
-            Finish::Failed { error, message } => ("failed", "error", error.as_str(), message.as_str()),
+            Finish::Failed { error, message } => {
+                ("failed", "error", error.as_str(), message.as_str())
+            }
             Finish::Cancelled => ("cancelled", "", "", "Cancelled by request"),
         };
         let mut con = self.con.clone();
@@ -528,7 +565,10 @@ impl Store {
     pub async fn adverts(&self) -> StoreResult<Vec<ToolAdvert>> {
         let mut con = self.con.clone();
         let all: HashMap<String, String> = con.hgetall(keys::TOOLS_KEY).await?;
-        Ok(all.values().filter_map(|v| serde_json::from_str(v).ok()).collect())
+        Ok(all
+            .values()
+            .filter_map(|v| serde_json::from_str(v).ok())
+            .collect())
     }
 }
 
@@ -576,7 +616,9 @@ impl JobReader {
                 let job = entry
                     .get::<String>("job")
                     .ok_or_else(|| "job entry has no job field".to_owned())
-                    .and_then(|j| serde_json::from_str(&j).map_err(|e| format!("undecodable job: {e}")));
+                    .and_then(|j| {
+                        serde_json::from_str(&j).map_err(|e| format!("undecodable job: {e}"))
+                    });
                 out.push(Delivery {
                     queue: queue.clone(),
                     entry: entry.id,

@@ -158,7 +158,10 @@ mod tests {
     use super::*;
 
     fn fields(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect()
+        pairs
+            .iter()
+            .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+            .collect()
     }
 
     #[test]
@@ -195,7 +198,11 @@ mod tests {
     fn failed_task_has_error_and_a_message() {
         let rec = TaskRecord::from_fields(
             "t",
-            fields(&[("status", "failed"), ("ttl", ""), ("error", r#"{"code":-32603,"message":"boom"}"#)]),
+            fields(&[
+                ("status", "failed"),
+                ("ttl", ""),
+                ("error", r#"{"code":-32603,"message":"boom"}"#),
+            ]),
         )
         .unwrap();
         let v = serde_json::to_value(rec.to_detailed()).unwrap();
@@ -206,7 +213,9 @@ mod tests {
 
     #[test]
     fn published_payload_round_trips() {
-        let rec = TaskRecord::from_published("t", br#"["status","working","ver","3","msg","step 1\/2"]"#).unwrap();
+        let rec =
+            TaskRecord::from_published("t", br#"["status","working","ver","3","msg","step 1\/2"]"#)
+                .unwrap();
         assert_eq!(rec.version, 3);
         assert_eq!(rec.message.as_deref(), Some("step 1/2"));
     }

@@ -1,1 +1,9 @@
+//! End-to-end tests: one test binary (STYLE.md §9). Each test starts its own Redis and the
+//! real binaries; each names the checklist ids it covers.
 
+mod cluster_of_two;
+mod interop;
+mod lifecycle;
+mod listen;
+mod processes;
+mod protocol;

@@ -8,7 +8,9 @@ use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
 use serde_json::{Value, json};
 
 use super::{accepted_content, nap, str_arg};
-use crate::{CallToolResult, InputRequest, Needs, Policy, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
+use crate::{
+    CallToolResult, InputRequest, Needs, Policy, TaskContext, Tool, ToolError, ToolFuture, ToolSpec,
+};
 
 /// The pack's tools, in listing order.
 pub fn tools() -> Vec<Arc<dyn Tool>> {
@@ -20,9 +22,21 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(ConfirmDelete),
         Arc::new(MultiInput),
         Arc::new(ToolWithTask),
-        Arc::new(Simple("test_missing_capability", "Needs the sampling capability.", Some(Needs::Sampling))),
-        Arc::new(Simple("test_streaming_elicitation", "Answers without server-to-client requests.", None)),
-        Arc::new(Simple("test_logging_tool", "Answers without log notifications.", None)),
+        Arc::new(Simple(
+            "test_missing_capability",
+            "Needs the sampling capability.",
+            Some(Needs::Sampling),
+        )),
+        Arc::new(Simple(
+            "test_streaming_elicitation",
+            "Answers without server-to-client requests.",
+            None,
+        )),
+        Arc::new(Simple(
+            "test_logging_tool",
+            "Answers without log notifications.",
+            None,
+        )),
     ]
 }
 
@@ -43,7 +57,11 @@ impl Tool for Greet {
     }
 
     fn call(&self, _ctx: TaskContext, args: Value) -> ToolFuture {
-        let name = args.get("name").and_then(Value::as_str).unwrap_or("World").to_owned();
+        let name = args
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("World")
+            .to_owned();
         Box::pin(async move { Ok(CallToolResult::text(format!("Hello, {name}!"))) })
     }
 }
@@ -61,12 +79,18 @@ impl Tool for SlowCompute {
     }
 
     fn call(&self, ctx: TaskContext, args: Value) -> ToolFuture {
-        let seconds = args.get("seconds").and_then(Value::as_f64).unwrap_or(0.0).clamp(0.0, 3600.0);
+        let seconds = args
+            .get("seconds")
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0)
+            .clamp(0.0, 3600.0);
         let label = str_arg(&args, "label").to_owned();
         Box::pin(async move {
             ctx.set_status(format!("computing for {seconds} s")).await?;
             nap(&ctx, (seconds * 1000.0) as u64).await?;
-            Ok(CallToolResult::text(format!("computed {label} in {seconds} s")))
+            Ok(CallToolResult::text(format!(
+                "computed {label} in {seconds} s"
+            )))
         })
     }
 }
@@ -75,15 +99,21 @@ struct FailingJob;
 
 impl Tool for FailingJob {
     fn spec(&self) -> ToolSpec {
-        ToolSpec::new("failing_job", "Completes with a tool error (isError) after a moment.", no_args())
-            .policy(Policy::TaskOnly)
-            .poll_interval(std::time::Duration::from_millis(200))
+        ToolSpec::new(
+            "failing_job",
+            "Completes with a tool error (isError) after a moment.",
+            no_args(),
+        )
+        .policy(Policy::TaskOnly)
+        .poll_interval(std::time::Duration::from_millis(200))
     }
 
     fn call(&self, ctx: TaskContext, _args: Value) -> ToolFuture {
         Box::pin(async move {
             nap(&ctx, 500).await?;
-            Ok(CallToolResult::error_text("the job failed at the tool level"))
+            Ok(CallToolResult::error_text(
+                "the job failed at the tool level",
+            ))
         })
     }
 }
@@ -92,14 +122,21 @@ struct ProtocolErrorJob;
 
 impl Tool for ProtocolErrorJob {
     fn spec(&self) -> ToolSpec {
-        ToolSpec::new("protocol_error_job", "Fails with a JSON-RPC error after a moment.", no_args())
-            .poll_interval(std::time::Duration::from_millis(200))
+        ToolSpec::new(
+            "protocol_error_job",
+            "Fails with a JSON-RPC error after a moment.",
+            no_args(),
+        )
+        .poll_interval(std::time::Duration::from_millis(200))
     }
 
     fn call(&self, ctx: TaskContext, _args: Value) -> ToolFuture {
         Box::pin(async move {
             nap(&ctx, 500).await?;
-            Err(ToolError::Protocol(ErrorObject::new(INTERNAL_ERROR, "the job broke with a protocol error")))
+            Err(ToolError::Protocol(ErrorObject::new(
+                INTERNAL_ERROR,
+                "the job broke with a protocol error",
+            )))
         })
     }
 }
@@ -127,7 +164,10 @@ impl Tool for ConfirmDelete {
                 "required": ["confirm"]
             });
             let answer = ctx
-                .input("confirm", InputRequest::elicit_form(format!("Delete {filename}?"), schema))
+                .input(
+                    "confirm",
+                    InputRequest::elicit_form(format!("Delete {filename}?"), schema),
+                )
                 .await?;
             Ok(match accepted_content(&answer) {
                 Ok(c) if c.get("confirm").and_then(Value::as_bool) == Some(true) => {
@@ -204,7 +244,9 @@ impl Tool for ToolWithTask {
                 .and_then(|c| c.get("name").and_then(Value::as_str))
                 .unwrap_or("stranger")
                 .to_owned();
-            Ok(CallToolResult::text(format!("Hello, {name}! Your task has finished.")))
+            Ok(CallToolResult::text(format!(
+                "Hello, {name}! Your task has finished."
+            )))
         })
     }
 }

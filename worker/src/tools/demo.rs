@@ -12,11 +12,18 @@ use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
 use serde_json::{Value, json};
 
 use super::{accepted_content, nap, str_arg};
-use crate::{CallToolResult, InputRequest, Needs, Policy, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
+use crate::{
+    CallToolResult, InputRequest, Needs, Policy, TaskContext, Tool, ToolError, ToolFuture, ToolSpec,
+};
 
 /// The pack's tools, in listing order.
 pub fn tools() -> Vec<Arc<dyn Tool>> {
-    vec![Arc::new(Echo), Arc::new(Sleep), Arc::new(Ask), Arc::new(Fail)]
+    vec![
+        Arc::new(Echo),
+        Arc::new(Sleep),
+        Arc::new(Ask),
+        Arc::new(Fail),
+    ]
 }
 
 struct Echo;
@@ -57,7 +64,11 @@ impl Tool for Sleep {
 
     fn call(&self, ctx: TaskContext, args: Value) -> ToolFuture {
         let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
-        let steps = args.get("steps").and_then(Value::as_u64).unwrap_or(1).max(1);
+        let steps = args
+            .get("steps")
+            .and_then(Value::as_u64)
+            .unwrap_or(1)
+            .max(1);
         Box::pin(async move {
             for i in 1..=steps {
                 ctx.set_status(format!("step {i}/{steps}")).await?;
@@ -93,7 +104,9 @@ impl Tool for Ask {
                 "properties": {"answer": {"type": "string"}},
                 "required": ["answer"]
             });
-            let answer = ctx.input(ASK_KEY, InputRequest::elicit_form(question, schema)).await?;
+            let answer = ctx
+                .input(ASK_KEY, InputRequest::elicit_form(question, schema))
+                .await?;
             Ok(match accepted_content(&answer) {
                 Ok(content) => match content.get("answer").and_then(Value::as_str) {
                     Some(a) => CallToolResult::text(format!("answer: {a}")),
@@ -128,7 +141,10 @@ impl Tool for Fail {
         let message = str_arg(&args, "message").to_owned();
         Box::pin(async move {
             if protocol {
-                Err(ToolError::Protocol(ErrorObject::new(INTERNAL_ERROR, message)))
+                Err(ToolError::Protocol(ErrorObject::new(
+                    INTERNAL_ERROR,
+                    message,
+                )))
             } else {
                 Ok(CallToolResult::error_text(message))
             }
