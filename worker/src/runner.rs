@@ -223,8 +223,9 @@ async fn monitor(
     latest: watch::Sender<Option<TaskRecord>>,
     stop: CancellationToken,
 ) {
-    // The start script already ran: read once so answers given before now are seen.
-    let mut resync = true;
+    // The watch was confirmed before the start script ran, so every later change arrives as
+    // an event; the store is read again only after a reconnect.
+    let mut resync = false;
     loop {
         if resync {
             resync = false;
