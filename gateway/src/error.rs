@@ -32,6 +32,9 @@ pub(crate) enum DispatchError {
         /// What the client asked for.
         requested: String,
     },
+    /// The `Accept` header excludes the only media type this answer can have (HTTP 406, B-44).
+    #[error("{0}")]
+    NotAcceptable(String),
     /// Unknown or removed method (-32601, HTTP 404).
     #[error("Method not found: {0}")]
     MethodNotFound(String),
@@ -78,6 +81,7 @@ impl DispatchError {
             | DispatchError::UnsupportedVersion { .. }
             | DispatchError::MissingCapability(_) => StatusCode::BAD_REQUEST,
             DispatchError::MethodNotFound(_) => StatusCode::NOT_FOUND,
+            DispatchError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             DispatchError::InvalidParams(_)
             | DispatchError::TaskNotFound
             | DispatchError::Rpc(_)
@@ -93,6 +97,7 @@ impl From<&DispatchError> for ErrorObject {
             DispatchError::Parse(why) => {
                 ErrorObject::new(PARSE_ERROR, format!("Parse error: {why}"))
             }
+            DispatchError::NotAcceptable(why) => ErrorObject::new(INVALID_REQUEST, why.clone()),
             DispatchError::InvalidRequest(why) => {
                 ErrorObject::new(INVALID_REQUEST, format!("Invalid request: {why}"))
             }

@@ -22,7 +22,11 @@ impl Tool for CountWords {
     fn call(&self, ctx: TaskContext, args: Value) -> ToolFuture {
         Box::pin(async move {
             ctx.set_status("counting").await?;
-            let words = args["text"].as_str().unwrap_or_default().split_whitespace().count();
+            let words = args["text"]
+                .as_str()
+                .unwrap_or_default()
+                .split_whitespace()
+                .count();
             Ok(CallToolResult::text(format!("{words} words")))
         })
     }

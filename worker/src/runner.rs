@@ -152,7 +152,7 @@ impl Runner {
         };
         monitor.abort();
         let finish = match outcome {
-            Ok(result) => match serde_json::to_string(&result) {
+            Ok(result) => match serde_json::to_string(&result.with_server_info()) {
                 Ok(json) => Finish::Completed(json),
                 Err(e) => failed(ErrorObject::new(
                     INTERNAL_ERROR,

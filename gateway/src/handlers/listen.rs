@@ -81,7 +81,7 @@ pub(crate) async fn listen(
         }
     }
     if !accepts_sse {
-        return Err(DispatchError::InvalidParams(
+        return Err(DispatchError::NotAcceptable(
             "subscriptions/listen answers with an SSE stream; the Accept header must allow text/event-stream".into(),
         ));
     }

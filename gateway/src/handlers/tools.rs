@@ -91,7 +91,8 @@ pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, Disp
     // Arguments that break the schema: a tool error the model can correct; no task (B-29).
     if let Err(violation) = schema::validate(&tool.tool.input_schema, &args) {
         let result =
-            CallToolResult::error_text(format!("invalid arguments for tool {name}: {violation}"));
+            CallToolResult::error_text(format!("invalid arguments for tool {name}: {violation}"))
+                .with_server_info();
         return Ok(Reply::Json(result_bytes(&req.id, &result)));
     }
     // MRTR before any task exists (T-15).

@@ -35,6 +35,9 @@ pub struct CallToolResult {
     /// Tool-level failure (T-21): the task is still `completed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_error: Option<bool>,
+    /// Result metadata; the server puts its `serverInfo` here (B-09).
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
 }
 
 fn complete() -> String {
@@ -49,6 +52,7 @@ impl CallToolResult {
             content: vec![text_block(text)],
             structured_content: None,
             is_error: None,
+            meta: None,
         }
     }
 
@@ -58,6 +62,22 @@ impl CallToolResult {
             is_error: Some(true),
             ..CallToolResult::text(text)
         }
+    }
+
+    /// Stamp the server's identity into `_meta` (kept if the tool set its own `_meta`).
+    pub fn with_server_info(mut self) -> Self {
+        let info = super::meta::server_meta();
+        match &mut self.meta {
+            Some(Value::Object(m)) => {
+                if let Value::Object(i) = info {
+                    for (k, v) in i {
+                        m.entry(k).or_insert(v);
+                    }
+                }
+            }
+            _ => self.meta = Some(info),
+        }
+        self
     }
 
     /// Attach structured content and mirror it as a text block (B-30 SHOULD).
