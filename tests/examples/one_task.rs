@@ -32,7 +32,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 async fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let url = args.next().context("usage: one_task URL [N]")?;
-    let n: usize = args.next().map_or(Ok(100), |s| s.parse()).context("N must be a number")?;
+    let n: usize = args
+        .next()
+        .map_or(Ok(100), |s| s.parse())
+        .context("N must be a number")?;
     let addr = url
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")

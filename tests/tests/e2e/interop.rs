@@ -37,10 +37,18 @@ fn require(path: &str, install: &str) {
 /// T-01, T-03, T-12, T-19, T-23, T-27, T-35, T-47: the reference client's every flow.
 #[tokio::test]
 async fn official_typescript_client_drives_every_flow() {
-    require("tests/interop/node_modules/@modelcontextprotocol/ext-tasks", "npm ci --prefix tests/interop");
+    require(
+        "tests/interop/node_modules/@modelcontextprotocol/ext-tasks",
+        "npm ci --prefix tests/interop",
+    );
     let ctx = TestContext::start(1, 1).await.expect("start");
     let url = ctx.gateways[0].url();
-    let (ok, out) = run_script("node", &["tests/interop/interop.mjs".into(), url], Duration::from_secs(120)).await;
+    let (ok, out) = run_script(
+        "node",
+        &["tests/interop/interop.mjs".into(), url],
+        Duration::from_secs(120),
+    )
+    .await;
     println!("{out}");
     assert!(ok, "the TypeScript interop script failed:\n{out}");
     assert!(out.contains(" 0 failed"), "no final tally:\n{out}");
@@ -50,10 +58,18 @@ async fn official_typescript_client_drives_every_flow() {
 /// The official conformance suite: all `tasks-*` scenarios and the base protocol scenarios.
 #[tokio::test]
 async fn official_conformance_suite_passes() {
-    require("tests/conformance/node_modules/@modelcontextprotocol/conformance", "npm ci --prefix tests/conformance");
+    require(
+        "tests/conformance/node_modules/@modelcontextprotocol/conformance",
+        "npm ci --prefix tests/conformance",
+    );
     let ctx = TestContext::start(1, 1).await.expect("start");
     let url = ctx.gateways[0].url();
-    let (ok, out) = run_script("bash", &["tests/conformance/run.sh".into(), url], Duration::from_secs(300)).await;
+    let (ok, out) = run_script(
+        "bash",
+        &["tests/conformance/run.sh".into(), url],
+        Duration::from_secs(300),
+    )
+    .await;
     println!("{out}");
     assert!(ok, "the conformance suite reported failures:\n{out}");
     ctx.cleanup().await;
