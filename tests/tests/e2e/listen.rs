@@ -518,3 +518,58 @@ async fn oversize_task_id_list_is_rejected() -> Result<()> {
     ctx.cleanup().await;
     Ok(())
 }
+
+/// ARCHITECTURE.md "Notifications": when the pub/sub connections drop (the gateway's and the
+/// worker's), both resubscribe and re-read, so a listener still follows its task to the end
+/// and a worker waiting for input still sees the answer. T-50: no duplicates across the gap.
+#[tokio::test]
+async fn listener_and_worker_survive_dropped_pubsub_connections() -> Result<()> {
+    let ctx = TestContext::start(1, 1).await?;
+    let client = ctx.client();
+    let id = client
+        .start_task("ask", json!({"question": "Still there?"}))
+        .await?;
+    client.wait_status(&id, "input_required", WITHIN).await?;
+    let listen_id = json!("reconnect");
+    let mut sub = listen(&client, "reconnect", &[&id]).await?;
+    assert_eq!(
+        read_ack(&mut sub, &listen_id).await?,
+        Some(vec![id.clone()])
+    );
+    let first = read_until(&mut sub, &listen_id, |_| true).await?;
+    assert_eq!(status(&first[0]), "input_required");
+
+    let killed = ctx.redis.cli(&["CLIENT", "KILL", "TYPE", "pubsub"])?;
+    let killed: u32 = killed
+        .trim()
+        .parse()
+        .with_context(|| format!("CLIENT KILL said {killed:?}"))?;
+    assert!(
+        killed >= 2,
+        "expected the gateway's and the worker's subscribers, killed {killed}"
+    );
+
+    let ack = client
+        .update(
+            &id,
+            json!({"answer-1": {"action": "accept", "content": {"answer": "yes"}}}),
+        )
+        .await?;
+    assert_eq!(ack.body["result"]["resultType"], "complete", "{}", ack.body);
+    let notes = read_until(&mut sub, &listen_id, |t| status(t) == "completed").await?;
+    let last = notes.last().context("no notification")?;
+    assert_eq!(last["result"]["content"][0]["text"], "answer: yes");
+    let mut seen = HashSet::new();
+    for n in &notes {
+        assert!(seen.insert(n.to_string()), "duplicate notification {n}");
+        assert_ne!(
+            status(n),
+            "input_required",
+            "state from before the gap sent again: {n}"
+        );
+    }
+    assert_matches_get(&client, last).await?;
+    assert_quiet(&mut sub, "after the terminal state").await;
+    ctx.cleanup().await;
+    Ok(())
+}
