@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use mcp_tasks_shared::protocol::meta::Capability;
+use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, MISSING_REQUIRED_CLIENT_CAPABILITY};
+use mcp_tasks_shared::protocol::meta::{Capability, missing_capabilities};
 use mcp_tasks_shared::protocol::tasks::InputRequest;
 use mcp_tasks_shared::store::{Ask, Store, StoreError, TaskRecord};
 use serde_json::Value;
@@ -136,16 +137,15 @@ impl TaskContext {
         for (key, req) in &requests {
             req.kind().map_err(ToolError::internal)?;
             let need = Capability::for_input_method(&req.method, &req.params);
-            if need.is_some_and(|c| !c.declared_in(&i.caps)) {
-                return Err(ToolError::Protocol(
-                    mcp_tasks_shared::protocol::jsonrpc::ErrorObject::new(
-                        mcp_tasks_shared::protocol::jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY,
-                        format!(
-                            "the client did not declare the capability {} needs",
-                            req.method
-                        ),
+            if let Some(missing) = need.and_then(|c| missing_capabilities(&[c], &i.caps)) {
+                return Err(ToolError::Protocol(ErrorObject::with_data(
+                    MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    format!(
+                        "the client did not declare the capability {} needs",
+                        req.method
                     ),
-                ));
+                    serde_json::json!({ "requiredCapabilities": missing }),
+                )));
             }
             let json =
                 serde_json::to_string(req).map_err(|e| ToolError::internal(e.to_string()))?;
@@ -154,7 +154,7 @@ impl TaskContext {
         let keys: Vec<String> = requests.into_iter().map(|(k, _)| k).collect();
         match i
             .store
-            .ask(&i.task_id, i.fence, "", &encoded)
+            .ask(&i.task_id, i.fence, &encoded)
             .await
             .map_err(store_error)?
         {

@@ -131,7 +131,7 @@ pub async fn run(
     {
         tracing::warn!(
             grace_ms = config.shutdown_grace.as_millis() as u64,
-            "jobs still running after the grace period; they will be redelivered"
+            "jobs still running after the grace period; their entries stay pending in the stream"
         );
     }
     hub_stop.cancel();

@@ -20,6 +20,9 @@ use crate::tool::{Tool, ToolError};
 /// Most jobs taken in one read.
 const MAX_BATCH: usize = 64;
 
+/// How often a running job's task is re-read without events (expiry publishes nothing).
+const RECHECK_EVERY: Duration = Duration::from_secs(10);
+
 pub(crate) struct Runner {
     pub(crate) store: Store,
     pub(crate) hub: EventHub,
@@ -36,18 +39,13 @@ impl Runner {
         let mut reader = None;
         let mut backoff = Duration::from_millis(100);
         while !shutdown.is_cancelled() {
-            // One slot at least before reading, then as many as are free.
+            // Block on the read holding one slot only: slots a parked task needs to resume
+            // must stay free while the read waits (up to READ_BLOCK).
             let first = tokio::select! {
                 () = shutdown.cancelled() => break,
                 p = self.slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
             };
-            let mut permits = vec![first];
-            while permits.len() < MAX_BATCH {
-                match self.slots.clone().try_acquire_owned() {
-                    Ok(p) => permits.push(p),
-                    Err(_) => break,
-                }
-            }
+            let want = (1 + self.slots.available_permits()).min(MAX_BATCH);
             if reader.is_none() {
                 match self.store.job_reader().await {
                     Ok(r) => reader = Some(r),
@@ -61,7 +59,7 @@ impl Runner {
             let Some(r) = reader.as_mut() else { continue };
             let read = tokio::select! {
                 () = shutdown.cancelled() => break,
-                r = r.read(&self.queues, &self.consumer, permits.len(), READ_BLOCK) => r,
+                r = r.read(&self.queues, &self.consumer, want, READ_BLOCK) => r,
             };
             let deliveries = match read {
                 Ok(d) => {
@@ -78,10 +76,14 @@ impl Runner {
                     continue;
                 }
             };
+            let mut first = Some(first);
             for d in deliveries {
-                let Some(permit) = permits.pop() else {
-                    tracing::error!("more jobs delivered than slots requested");
-                    break;
+                let permit = match first.take() {
+                    Some(p) => p,
+                    None => match self.slots.clone().acquire_owned().await {
+                        Ok(p) => p,
+                        Err(_) => break,
+                    },
                 };
                 let this = self.clone();
                 let span = tracing::info_span!("job", task.id = %d.task_id, queue.name = %d.queue, tool.name = tracing::field::Empty);
@@ -96,7 +98,6 @@ impl Runner {
         let watch = match self.hub.watch(&d.task_id).await {
             Ok(w) => w,
             Err(e) => {
-                // The entry stays pending; it is delivered again once Redis is back.
                 tracing::warn!(error = %e, "cannot watch task events; leaving the job pending");
                 return;
             }
@@ -160,19 +161,25 @@ impl Runner {
                 )),
             },
             Err(ToolError::Protocol(error)) => failed(error),
-            Err(ToolError::Stopped) => {
-                let latest = latest_rx.borrow().clone();
-                match latest {
-                    // Terminal or gone: nothing to write; the entry only needs releasing.
-                    Some(rec) if rec.is_terminal() => {
-                        self.release(&d).await;
-                        return;
-                    }
-                    Some(rec) if rec.cancel_requested => Finish::Cancelled,
-                    // Stopped by a write refusal without a known cause: settle tells.
-                    _ => Finish::Cancelled,
+            // Why the run stopped is read from the task itself.
+            Err(ToolError::Stopped) => match self.store.get_task(&d.task_id).await {
+                // Gone (expired) or terminal (cancelled while parked): release the entry.
+                Ok(None) => {
+                    self.release(&d).await;
+                    return;
                 }
-            }
+                Ok(Some(rec)) if rec.is_terminal() => {
+                    self.release(&d).await;
+                    return;
+                }
+                Ok(Some(rec)) if rec.cancel_requested && rec.fence == fence => Finish::Cancelled,
+                // Taken over by another worker, or stopped by this worker's shutdown: write
+                // nothing; the job stays pending in the stream.
+                Ok(Some(_)) | Err(_) => {
+                    tracing::info!(task.id = %d.task_id, "run stopped without a result; job left pending");
+                    return;
+                }
+            },
         };
         self.settle(&d, fence, &finish).await;
         tracing::info!(
@@ -236,15 +243,18 @@ async fn monitor(
                     stop.cancel();
                     return;
                 }
-                Err(e) => tracing::debug!(error = %e, "re-read failed; waiting for events"),
+                Err(e) => {
+                    tracing::debug!(error = %e, "re-read failed; retried at the next recheck")
+                }
             }
         }
-        match watch.recv().await {
-            Some(TaskEvent::Changed(rec)) => {
+        match tokio::time::timeout(RECHECK_EVERY, watch.recv()).await {
+            Ok(Some(TaskEvent::Changed(rec))) => {
                 observe(std::sync::Arc::unwrap_or_clone(rec), &latest, &stop)
             }
-            Some(TaskEvent::Resync) => resync = true,
-            None => return,
+            // After a reconnect, or every RECHECK_EVERY: expiry publishes nothing.
+            Ok(Some(TaskEvent::Resync)) | Err(_) => resync = true,
+            Ok(None) => return,
         }
     }
 }

@@ -6,7 +6,7 @@
 //! then every newer version as it is published — never an older or equal one, nothing after
 //! a terminal state. A Redis reconnect makes the stream re-read and send what changed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +19,6 @@ use mcp_tasks_shared::store::{TaskRecord, is_plausible_task_id};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use tokio::task::AbortHandle;
 use tracing::Instrument as _;
 
 use super::{owner, require_tasks};
@@ -33,6 +32,9 @@ pub(crate) const MAX_TASK_IDS: usize = 1000;
 
 /// SSE comment sent on idle streams (B-15).
 const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// Retry interval for re-reads that failed (Redis away).
+const REREAD_RETRY: Duration = Duration::from_secs(1);
 
 #[derive(Serialize)]
 struct TaskNotification<'a> {
@@ -87,7 +89,7 @@ pub(crate) async fn listen(
     }
     // Subscribe first, then read: no change between the two is lost (T-50).
     let (events_tx, events_rx) = mpsc::channel::<(String, TaskEvent)>(256);
-    let mut forwarders: HashMap<String, AbortHandle> = HashMap::new();
+    let mut forwarders = Forwarders::default();
     for id in &task_ids {
         let mut watch = state.hub.watch(id).await?;
         let tx = events_tx.clone();
@@ -99,7 +101,7 @@ pub(crate) async fn listen(
                 }
             }
         });
-        forwarders.insert(id.clone(), handle.abort_handle());
+        forwarders.0.insert(id.clone(), handle);
     }
     drop(events_tx);
     let snapshots = state.store.get_tasks(&task_ids).await?;
@@ -113,11 +115,7 @@ pub(crate) async fn listen(
                 initial.push(rec);
             }
             // Unknown, expired or foreign: left out of the ack silently (T-46).
-            None => {
-                if let Some(h) = forwarders.remove(id) {
-                    h.abort();
-                }
-            }
+            None => forwarders.stop(id),
         }
     }
     let accepted: Vec<&str> = initial.iter().map(|r| r.id.as_str()).collect();
@@ -131,20 +129,29 @@ pub(crate) async fn listen(
         params: json!({ "_meta": { SUBSCRIPTION_ID_KEY: &req.id }, "notifications": honoured }),
     };
     let (tx, rx) = mpsc::channel::<Bytes>(64);
-    let mut stream = Stream {
+    let stream = Stream {
         tx,
         subscription: req.id.clone(),
         last_seen,
         forwarders,
+        unread: HashSet::new(),
     };
-    stream.send_json(&ack).await;
-    for rec in &initial {
-        stream.emit(rec).await;
-    }
     let span =
         tracing::info_span!("listen", listen.tasks = stream.last_seen.len(), rpc.id = %req.id);
     let state = state.clone();
-    tokio::spawn(stream.run(state, events_rx).instrument(span));
+    // The stream is returned first and filled by the task: the ack and snapshots can exceed
+    // the channel's capacity, which only drains once hyper has the body.
+    tokio::spawn(
+        async move {
+            stream.send_json(&ack).await;
+            let mut stream = stream;
+            for rec in &initial {
+                stream.emit(rec).await;
+            }
+            stream.run(state, events_rx).await;
+        }
+        .instrument(span),
+    );
     Ok(Reply::Sse(rx))
 }
 
@@ -153,7 +160,30 @@ struct Stream {
     subscription: Id,
     /// Task id → last version sent; removed once terminal.
     last_seen: HashMap<String, u64>,
-    forwarders: HashMap<String, AbortHandle>,
+    forwarders: Forwarders,
+    /// Tasks whose re-read failed, retried every [`REREAD_RETRY`].
+    unread: HashSet<String>,
+}
+
+/// The tasks forwarding each watched task's events to one stream; aborted when dropped, so
+/// no subscription outlives its stream, however the stream ends.
+#[derive(Default)]
+struct Forwarders(HashMap<String, tokio::task::JoinHandle<()>>);
+
+impl Forwarders {
+    fn stop(&mut self, id: &str) {
+        if let Some(h) = self.0.remove(id) {
+            h.abort();
+        }
+    }
+}
+
+impl Drop for Forwarders {
+    fn drop(&mut self) {
+        for h in self.0.values() {
+            h.abort();
+        }
+    }
 }
 
 impl Stream {
@@ -185,9 +215,7 @@ impl Stream {
         self.send_json(&note).await;
         if rec.is_terminal() {
             self.last_seen.remove(&rec.id);
-            if let Some(h) = self.forwarders.remove(&rec.id) {
-                h.abort();
-            }
+            self.forwarders.stop(&rec.id);
         } else {
             self.last_seen.insert(rec.id.clone(), rec.version);
         }
@@ -198,6 +226,7 @@ impl Stream {
         let mut events = Some(events);
         let mut keepalive = tokio::time::interval(KEEPALIVE);
         keepalive.tick().await;
+        let mut retry = tokio::time::interval(REREAD_RETRY);
         loop {
             tokio::select! {
                 () = self.tx.closed() => break,
@@ -220,20 +249,32 @@ impl Stream {
                 } => match event {
                     None => events = None,
                     Some((_, TaskEvent::Changed(rec))) => self.send_task(&rec).await,
-                    Some((id, TaskEvent::Resync)) => match state.store.get_task(&id).await {
-                        Ok(Some(rec)) => self.send_task(&rec).await,
-                        Ok(None) => {
-                            self.last_seen.remove(&id);
-                            if let Some(h) = self.forwarders.remove(&id) { h.abort(); }
-                        }
-                        Err(e) => tracing::warn!(task.id = %id, error = %e, "re-read after reconnect failed"),
-                    },
+                    Some((id, TaskEvent::Resync)) => {
+                        self.reread(&state, &id).await;
+                    }
                 },
+                _ = retry.tick(), if !self.unread.is_empty() => {
+                    for id in std::mem::take(&mut self.unread) {
+                        self.reread(&state, &id).await;
+                    }
+                }
             }
         }
-        for (_, h) in self.forwarders.drain() {
-            h.abort();
-        }
         tracing::debug!("listen stream closed");
+    }
+
+    /// Re-read a task after events may have been missed; retried until Redis answers.
+    async fn reread(&mut self, state: &State, id: &str) {
+        match state.store.get_task(id).await {
+            Ok(Some(rec)) => self.send_task(&rec).await,
+            Ok(None) => {
+                self.last_seen.remove(id);
+                self.forwarders.stop(id);
+            }
+            Err(e) => {
+                tracing::warn!(task.id = %id, error = %e, "re-read failed; retrying");
+                self.unread.insert(id.to_owned());
+            }
+        }
     }
 }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use mcp_tasks_shared::protocol::TASKS_EXTENSION;
 use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR, result_bytes};
 use mcp_tasks_shared::protocol::meta::{
     Capability, TRACEPARENT_KEY, missing_capabilities, server_meta,
@@ -15,7 +16,6 @@ use mcp_tasks_shared::schema;
 use mcp_tasks_shared::store::events::{TaskEvent, Watch};
 use mcp_tasks_shared::store::registry::{Policy, ToolAdvert};
 use mcp_tasks_shared::store::{Job, NewTask, Store, TaskRecord, new_task_id};
-use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::owner;
@@ -155,19 +155,29 @@ pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, Disp
             meta: server_meta(),
         }
     };
+    // On every error return below the guard stays armed, and dropping it cancels the task.
     let reply = match (mode, watch.as_mut()) {
         (Mode::Task, _) => Reply::Json(result_bytes(&req.id, &handle())),
         (Mode::Auto { declared: true }, Some(w)) => {
             match wait_terminal(&state.store, w, Instant::now() + state.config.auto_wait).await? {
-                Some(rec) => sync_reply(&req, &rec)?,
-                None => Reply::Json(result_bytes(&req.id, &handle())),
+                Wait::Done(rec) => sync_reply(&req, &rec)?,
+                // The client declared the extension: it can follow and answer the task.
+                Wait::NeedsInput | Wait::TimedOut => Reply::Json(result_bytes(&req.id, &handle())),
             }
         }
         (Mode::Sync | Mode::Auto { declared: false }, Some(w)) => {
             match wait_terminal(&state.store, w, Instant::now() + sync_timeout).await? {
-                Some(rec) => sync_reply(&req, &rec)?,
-                None => {
-                    // Leave the guard armed: dropping it cancels the abandoned task.
+                Wait::Done(rec) => sync_reply(&req, &rec)?,
+                Wait::NeedsInput => {
+                    return Err(ErrorObject::new(
+                        INTERNAL_ERROR,
+                        format!(
+                            "tool {name} needs input while it runs, which a synchronous call cannot deliver; call it declaring the {TASKS_EXTENSION} extension. The call was cancelled"
+                        ),
+                    )
+                    .into());
+                }
+                Wait::TimedOut => {
                     return Err(ErrorObject::new(
                         INTERNAL_ERROR,
                         format!("tool {name} did not finish within {} s (MCPT_SYNC_TIMEOUT); the call was cancelled", sync_timeout.as_secs()),
@@ -194,13 +204,12 @@ fn millis(d: Duration) -> u64 {
 fn sync_reply(req: &Request, rec: &TaskRecord) -> Result<Reply, DispatchError> {
     let task = rec.to_detailed();
     match task.status {
-        TaskStatus::Completed => {
-            let raw = task.result.unwrap_or_else(|| {
-                RawValue::from_string(r#"{"resultType":"complete","content":[]}"#.into())
-                    .unwrap_or_default()
-            });
-            Ok(Reply::Json(result_bytes(&req.id, &raw)))
-        }
+        TaskStatus::Completed => match task.result {
+            Some(raw) => Ok(Reply::Json(result_bytes(&req.id, &raw))),
+            None => Err(DispatchError::Internal(
+                "completed task without a result".into(),
+            )),
+        },
         TaskStatus::Failed => Err(task
             .error
             .unwrap_or_else(|| ErrorObject::new(INTERNAL_ERROR, "the tool failed"))
@@ -209,31 +218,41 @@ fn sync_reply(req: &Request, rec: &TaskRecord) -> Result<Reply, DispatchError> {
     }
 }
 
-/// Wait until the watched task is terminal, or `until`. `None` on timeout.
+/// How a synchronous wait ended.
+enum Wait {
+    /// The task is terminal.
+    Done(Box<TaskRecord>),
+    /// The task asked for input.
+    NeedsInput,
+    /// `until` passed first.
+    TimedOut,
+}
+
+/// Wait until the watched task is terminal or asks for input, or until `until`.
 async fn wait_terminal(
     store: &Store,
     watch: &mut Watch,
     until: Instant,
-) -> Result<Option<TaskRecord>, DispatchError> {
+) -> Result<Wait, DispatchError> {
     loop {
-        let event = tokio::time::timeout_at(until.into(), watch.recv()).await;
-        match event {
-            Err(_) => return Ok(None),
+        let rec = match tokio::time::timeout_at(until.into(), watch.recv()).await {
+            Err(_) => return Ok(Wait::TimedOut),
             Ok(None) => return Err(DispatchError::Internal("event hub stopped".into())),
-            Ok(Some(TaskEvent::Changed(rec))) => {
-                if rec.is_terminal() {
-                    return Ok(Some(std::sync::Arc::unwrap_or_clone(rec)));
-                }
-            }
+            Ok(Some(TaskEvent::Changed(rec))) => std::sync::Arc::unwrap_or_clone(rec),
             Ok(Some(TaskEvent::Resync)) => match store.get_task(watch.task_id()).await? {
-                Some(rec) if rec.is_terminal() => return Ok(Some(rec)),
-                Some(_) => {}
+                Some(rec) => rec,
                 None => {
                     return Err(DispatchError::Internal(
                         "task vanished while waiting".into(),
                     ));
                 }
             },
+        };
+        if rec.is_terminal() {
+            return Ok(Wait::Done(Box::new(rec)));
+        }
+        if rec.status == Some(TaskStatus::InputRequired) {
+            return Ok(Wait::NeedsInput);
         }
     }
 }

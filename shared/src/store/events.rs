@@ -3,14 +3,19 @@
 //!
 //! A [`Watch`] resolves only after Redis confirmed the subscription, so a caller that reads
 //! the task's snapshot *after* `watch()` returned misses no change (T-50). Pub/sub is only a
-//! latency path: when the connection drops the hub reconnects with backoff, resubscribes and
-//! sends every watcher [`TaskEvent::Resync`], telling it to re-read the task.
+//! latency path: when the connection drops (or stops answering pings) the hub reconnects
+//! with backoff, resubscribes and tells every watcher [`TaskEvent::Resync`] — re-read the
+//! task. A watcher too slow to keep up is told the same, at once, even if no further event
+//! ever comes for its task; events still buffered behind that are older than what the
+//! re-read returns, and watchers drop them by `version`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::{Store, StoreError, StoreResult, TaskRecord, keys};
@@ -19,24 +24,43 @@ use super::{Store, StoreError, StoreResult, TaskRecord, keys};
 #[derive(Debug, Clone)]
 pub enum TaskEvent {
     /// The task's full state after a change (compare `version` to drop what you have seen).
-    Changed(std::sync::Arc<TaskRecord>),
+    Changed(Arc<TaskRecord>),
     /// Events may have been missed (reconnect or a slow watcher): re-read the task.
     Resync,
 }
 
 /// Buffered events per watcher before it is told to resync instead.
 const WATCH_BUFFER: usize = 64;
+/// Bound on connecting, subscribing and pinging; past it the connection is replaced.
+const REDIS_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often an idle subscriber connection is pinged (catches half-open connections).
+const PING_EVERY: Duration = Duration::from_secs(10);
 
 enum Cmd {
     Watch {
         task: String,
         tx: mpsc::Sender<TaskEvent>,
+        lag: Arc<Lag>,
         done: oneshot::Sender<StoreResult<u64>>,
     },
     Unwatch {
         task: String,
         sub: u64,
     },
+}
+
+/// Set when a watcher must re-read; wakes it even if no event follows.
+#[derive(Debug, Default)]
+struct Lag {
+    resync: AtomicBool,
+    wake: Notify,
+}
+
+impl Lag {
+    fn raise(&self) {
+        self.resync.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
+    }
 }
 
 /// Handle to the process's event hub. Cheap to clone.
@@ -49,6 +73,7 @@ pub struct EventHub {
 #[derive(Debug)]
 pub struct Watch {
     rx: mpsc::Receiver<TaskEvent>,
+    lag: Arc<Lag>,
     task: String,
     sub: u64,
     cmd: mpsc::UnboundedSender<Cmd>,
@@ -57,7 +82,16 @@ pub struct Watch {
 impl Watch {
     /// The next event; `None` once the hub stopped.
     pub async fn recv(&mut self) -> Option<TaskEvent> {
-        self.rx.recv().await
+        loop {
+            if self.lag.resync.swap(false, Ordering::SeqCst) {
+                return Some(TaskEvent::Resync);
+            }
+            tokio::select! {
+                biased;
+                () = self.lag.wake.notified() => {}
+                ev = self.rx.recv() => return ev,
+            }
+        }
     }
 
     /// The watched task id.
@@ -90,18 +124,21 @@ impl EventHub {
     /// Redis unavailable, or the hub stopped.
     pub async fn watch(&self, task_id: &str) -> StoreResult<Watch> {
         let (tx, rx) = mpsc::channel(WATCH_BUFFER);
+        let lag = Arc::new(Lag::default());
         let (done, confirmed) = oneshot::channel();
         let stopped = || StoreError::Corrupt("event hub stopped".into());
         self.cmd
             .send(Cmd::Watch {
                 task: task_id.to_owned(),
                 tx,
+                lag: lag.clone(),
                 done,
             })
             .map_err(|_| stopped())?;
         let sub = confirmed.await.map_err(|_| stopped())??;
         Ok(Watch {
             rx,
+            lag,
             task: task_id.to_owned(),
             sub,
             cmd: self.cmd.clone(),
@@ -112,25 +149,23 @@ impl EventHub {
 struct Subscriber {
     sub: u64,
     tx: mpsc::Sender<TaskEvent>,
-    lagged: bool,
+    lag: Arc<Lag>,
 }
 
 impl Subscriber {
-    fn deliver(&mut self, event: TaskEvent) {
-        if self.lagged {
-            if self.tx.try_send(TaskEvent::Resync).is_ok() {
-                self.lagged = false;
-            }
-            return;
-        }
+    fn deliver(&self, event: TaskEvent) {
         if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(event) {
-            self.lagged = true;
+            self.lag.raise();
         }
     }
 }
 
 /// channel name → watchers
 type Table = HashMap<String, Vec<Subscriber>>;
+
+fn timed_out() -> redis::RedisError {
+    redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut))
+}
 
 async fn run(
     client: redis::Client,
@@ -140,77 +175,100 @@ async fn run(
     let mut table: Table = HashMap::new();
     let mut next_sub = 0u64;
     let mut backoff = Duration::from_millis(50);
+    let mut first = true;
     loop {
-        // Connect (answering watch requests with an error while Redis is away).
+        if !first {
+            // Wait out the backoff, answering watch requests with an error meanwhile.
+            let deadline = tokio::time::sleep(backoff);
+            tokio::pin!(deadline);
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = &mut deadline => break,
+                    cmd = cmds.recv() => match cmd {
+                        None => return,
+                        Some(Cmd::Watch { done, .. }) => {
+                            let _ = done.send(Err(StoreError::Redis(redis::RedisError::from(
+                                std::io::Error::new(std::io::ErrorKind::NotConnected, "event subscriber reconnecting"),
+                            ))));
+                        }
+                        Some(Cmd::Unwatch { task, sub }) => remove(&mut table, &keys::events_channel(&task), sub),
+                    },
+                }
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
+        first = false;
         let pubsub = tokio::select! {
             () = shutdown.cancelled() => return,
-            r = tokio::time::timeout(Duration::from_secs(2), client.get_async_pubsub()) => match r {
-                Ok(r) => r,
-                Err(_) => Err(redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut))),
-            },
+            r = tokio::time::timeout(REDIS_TIMEOUT, client.get_async_pubsub()) => r.unwrap_or_else(|_| Err(timed_out())),
         };
         let (mut sink, mut stream) = match pubsub {
             Ok(p) => p.split(),
             Err(e) => {
                 tracing::warn!(error = %e, "event subscriber cannot reach redis; retrying");
-                let deadline = tokio::time::sleep(backoff);
-                tokio::pin!(deadline);
-                loop {
-                    tokio::select! {
-                        () = shutdown.cancelled() => return,
-                        () = &mut deadline => break,
-                        cmd = cmds.recv() => match cmd {
-                            None => return,
-                            Some(Cmd::Watch { done, .. }) => { let _ = done.send(Err(StoreError::Redis(e.clone()))); }
-                            Some(Cmd::Unwatch { task, sub }) => remove(&mut table, &keys::events_channel(&task), sub),
-                        },
-                    }
-                }
-                backoff = (backoff * 2).min(Duration::from_secs(2));
                 continue;
             }
         };
         // Resubscribe what is watched, then tell every watcher to re-read.
         let channels: Vec<String> = table.keys().cloned().collect();
         if !channels.is_empty() {
-            if let Err(e) = sink.subscribe(&channels).await {
-                tracing::warn!(error = %e, "resubscribe failed; reconnecting");
-                continue;
+            match tokio::time::timeout(REDIS_TIMEOUT, sink.subscribe(&channels)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "resubscribe failed; reconnecting");
+                    continue;
+                }
+                Err(_) => {
+                    tracing::warn!("resubscribe timed out; reconnecting");
+                    continue;
+                }
             }
             tracing::info!(
                 channels = channels.len(),
                 "event subscriber reconnected; watchers re-read"
             );
-            for subs in table.values_mut() {
-                for s in subs.iter_mut() {
-                    s.lagged = true;
-                    s.deliver(TaskEvent::Resync);
-                }
+            for s in table.values().flatten() {
+                s.lag.raise();
             }
         }
         backoff = Duration::from_millis(50);
+        let mut ping = tokio::time::interval(PING_EVERY);
+        ping.tick().await;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
+                _ = ping.tick() => {
+                    let pong = tokio::time::timeout(REDIS_TIMEOUT, sink.ping::<redis::Value>()).await;
+                    if !matches!(pong, Ok(Ok(_))) {
+                        tracing::warn!("event subscriber stopped answering pings; reconnecting");
+                        break;
+                    }
+                }
                 cmd = cmds.recv() => match cmd {
                     None => return,
-                    Some(Cmd::Watch { task, tx, done }) => {
+                    Some(Cmd::Watch { task, tx, lag, done }) => {
                         let channel = keys::events_channel(&task);
-                        if !table.contains_key(&channel)
-                            && let Err(e) = sink.subscribe(&channel).await
-                        {
-                            let _ = done.send(Err(e.into()));
-                            break;
+                        if !table.contains_key(&channel) {
+                            let r = tokio::time::timeout(REDIS_TIMEOUT, sink.subscribe(&channel)).await;
+                            let r = r.unwrap_or_else(|_| Err(timed_out()));
+                            if let Err(e) = r {
+                                let _ = done.send(Err(e.into()));
+                                break;
+                            }
                         }
                         next_sub += 1;
-                        table.entry(channel).or_default().push(Subscriber { sub: next_sub, tx, lagged: false });
+                        table.entry(channel).or_default().push(Subscriber { sub: next_sub, tx, lag });
                         let _ = done.send(Ok(next_sub));
                     }
                     Some(Cmd::Unwatch { task, sub }) => {
                         let channel = keys::events_channel(&task);
                         remove(&mut table, &channel, sub);
-                        if !table.contains_key(&channel) {
-                            let _ = sink.unsubscribe(&channel).await;
+                        if !table.contains_key(&channel)
+                            && !matches!(tokio::time::timeout(REDIS_TIMEOUT, sink.unsubscribe(&channel)).await, Ok(Ok(())))
+                        {
+                            tracing::warn!("unsubscribe failed; reconnecting");
+                            break;
                         }
                     }
                 },
@@ -219,7 +277,7 @@ async fn run(
                         tracing::warn!("event subscriber lost its redis connection; reconnecting");
                         break;
                     }
-                    Some(msg) => dispatch(&mut table, &msg),
+                    Some(msg) => dispatch(&table, &msg),
                 },
             }
         }
@@ -235,9 +293,9 @@ fn remove(table: &mut Table, channel: &str, sub: u64) {
     }
 }
 
-fn dispatch(table: &mut Table, msg: &redis::Msg) {
+fn dispatch(table: &Table, msg: &redis::Msg) {
     let channel = msg.get_channel_name();
-    let Some(subs) = table.get_mut(channel) else {
+    let Some(subs) = table.get(channel) else {
         return;
     };
     let Some(task) = keys::task_of_channel(channel) else {
@@ -245,13 +303,13 @@ fn dispatch(table: &mut Table, msg: &redis::Msg) {
     };
     let Some(record) = TaskRecord::from_published(task, msg.get_payload_bytes()) else {
         tracing::warn!(task.id = %task, "undecodable task event; watchers re-read");
-        for s in subs.iter_mut() {
-            s.deliver(TaskEvent::Resync);
+        for s in subs {
+            s.lag.raise();
         }
         return;
     };
-    let record = std::sync::Arc::new(record);
-    for s in subs.iter_mut() {
+    let record = Arc::new(record);
+    for s in subs {
         s.deliver(TaskEvent::Changed(record.clone()));
     }
 }

@@ -470,11 +470,10 @@ impl Store {
         &self,
         id: &str,
         fence: u64,
-        message: &str,
         requests: &[(String, String)],
     ) -> StoreResult<Ask> {
         let mut inv = self.scripts.ask.key(keys::task_key(id));
-        inv.arg(keys::events_channel(id)).arg(fence).arg(message);
+        inv.arg(keys::events_channel(id)).arg(fence);
         for (key, req) in requests {
             inv.arg(key).arg(req);
         }

@@ -1860,3 +1860,78 @@ fn shape_rules_reject_malformed_tasks() {
     assert_eq!(check::ts_ms("1970-01-01T00:00:01.000Z"), 1000);
     assert_eq!(check::ts_ms("2000-03-01T00:00:00.000Z"), 951_868_800_000);
 }
+
+/// A context whose single worker runs with extra `env`; waits until its tools are listed.
+async fn with_worker_env(env: &[(&str, String)]) -> Result<TestContext> {
+    let mut ctx = TestContext::start(1, 0).await?;
+    ctx.workers.push(Worker::start(&ctx.redis.url(), env)?);
+    let client = ctx.client();
+    poll_until(WITHIN, || async {
+        let r = client
+            .request("tools/list", json!({}), &caps_none())
+            .await
+            .ok()?;
+        (r.body["result"]["tools"].as_array()?.len() >= 4).then_some(())
+    })
+    .await?;
+    Ok(ctx)
+}
+
+fn pending_jobs(ctx: &TestContext) -> Result<u64> {
+    let out = ctx
+        .redis
+        .cli(&["XPENDING", "mcpt:queue:{default}", "workers"])?;
+    out.lines()
+        .next()
+        .unwrap_or("0")
+        .trim()
+        .parse()
+        .context("XPENDING count")
+}
+
+/// T-52: a task that expires while its handler waits for input is let go by the worker:
+/// the handler stops and the job is acknowledged (no subscription or entry left behind).
+#[tokio::test]
+async fn worker_lets_go_of_a_parked_task_that_expired() -> Result<()> {
+    let ctx = with_worker_env(&[("MCPT_DEFAULT_TTL", "2s".to_owned())]).await?;
+    let client = ctx.client();
+    let id = client
+        .start_task("ask", json!({"question": "Anyone?"}))
+        .await?;
+    client.wait_status(&id, "input_required", WITHIN).await?;
+    assert_eq!(
+        pending_jobs(&ctx)?,
+        1,
+        "the parked job is pending while it waits"
+    );
+    poll_until(Duration::from_secs(25), || async {
+        (pending_jobs(&ctx).ok()? == 0).then_some(())
+    })
+    .await
+    .context("the worker never released the expired task's job")?;
+    let r = client
+        .request("tasks/get", json!({"taskId": id}), &caps_tasks())
+        .await?;
+    assert_eq!(r.error_code(), Some(-32602), "expired task: {}", r.body);
+    ctx.cleanup().await;
+    Ok(())
+}
+
+/// T-18: a worker that shuts down while a task waits for input does not invent a terminal
+/// state: the task stays `input_required` (its job stays pending for another worker).
+#[tokio::test]
+async fn worker_shutdown_leaves_a_parked_task_waiting() -> Result<()> {
+    let mut ctx = with_worker_env(&[("MCPT_SHUTDOWN_GRACE", "1s".to_owned())]).await?;
+    let client = ctx.client();
+    let id = client
+        .start_task("ask", json!({"question": "Still?"}))
+        .await?;
+    client.wait_status(&id, "input_required", WITHIN).await?;
+    let status = ctx.workers[0].process.terminate(Duration::from_secs(10))?;
+    assert!(status.success(), "worker exit status {status}");
+    let t = client.get(&id).await?;
+    assert_eq!(t["status"], "input_required", "{t}");
+    assert_eq!(pending_jobs(&ctx)?, 1);
+    ctx.cleanup().await;
+    Ok(())
+}

@@ -573,3 +573,85 @@ async fn listener_and_worker_survive_dropped_pubsub_connections() -> Result<()> 
     ctx.cleanup().await;
     Ok(())
 }
+
+/// T-46, T-50: a listen naming more tasks than the stream's buffer holds gets its ack and
+/// every snapshot (the stream is returned before it is filled).
+#[tokio::test]
+async fn listen_on_many_tasks_acknowledges_and_sends_every_snapshot() -> Result<()> {
+    let ctx = TestContext::start(1, 1).await?;
+    let client = ctx.client();
+    let mut ids = Vec::new();
+    for _ in 0..150 {
+        ids.push(client.start_task("sleep", json!({"ms": 0})).await?);
+    }
+    for id in &ids {
+        client.wait_status(id, "completed", WITHIN).await?;
+    }
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let listen_id = json!("many");
+    let mut sub = listen(&client, "many", &refs).await?;
+    let acked = read_ack(&mut sub, &listen_id)
+        .await?
+        .context("no taskIds in ack")?;
+    assert_eq!(acked.len(), ids.len());
+    let mut seen = HashSet::new();
+    while seen.len() < ids.len() {
+        let msg = sub.expect("a snapshot").await?;
+        let params = task_params(&msg, &listen_id);
+        assert_eq!(status(params), "completed");
+        assert!(
+            seen.insert(params["taskId"].as_str().unwrap_or_default().to_owned()),
+            "duplicate {msg}"
+        );
+    }
+    assert_quiet(&mut sub, "after every task's terminal state").await;
+    ctx.cleanup().await;
+    Ok(())
+}
+
+/// T-50: a listener that does not read for a while may skip intermediate states, but still
+/// receives the terminal state, and nothing after it.
+#[tokio::test]
+async fn slow_listener_still_gets_the_terminal_state() -> Result<()> {
+    let ctx = TestContext::start(1, 1).await?;
+    let client = ctx.client();
+    let id = client
+        .start_task("sleep", json!({"ms": 0, "steps": 3000}))
+        .await?;
+    let listen_id = json!("slow");
+    let mut sub = listen(&client, "slow", &[&id]).await?;
+    assert_eq!(
+        read_ack(&mut sub, &listen_id).await?,
+        Some(vec![id.clone()])
+    );
+    // Read nothing while thousands of status changes are published.
+    client
+        .wait_status(&id, "completed", Duration::from_secs(60))
+        .await?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut last_version_time = String::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let msg = sub
+            .next(left)
+            .await
+            .context("the stream ended or stalled before the completed notification")?;
+        let params = task_params(&msg, &listen_id);
+        let updated = params["lastUpdatedAt"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            updated >= last_version_time,
+            "notifications went back in time: {msg}"
+        );
+        last_version_time = updated;
+        if status(params) == "completed" {
+            assert_matches_get(&client, params).await?;
+            break;
+        }
+    }
+    assert_quiet(&mut sub, "after the terminal state").await;
+    ctx.cleanup().await;
+    Ok(())
+}

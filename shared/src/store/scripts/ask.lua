@@ -1,8 +1,8 @@
 -- A running task asks for input under keys. Keys already answered replay their stored
 -- answer (a re-run handler gets them at once); a key never names two requests (T-28).
 -- KEYS[1] task hash
--- ARGV[1] channel  ARGV[2] fence  ARGV[3] status message ('' = keep)
--- ARGV[4..] pairs: key, request JSON
+-- ARGV[1] channel  ARGV[2] fence
+-- ARGV[3..] pairs: key, request JSON
 -- Returns: {'answered', key, answer, ...} when every key has an answer, {'waiting'},
 --          {'gone'} | {'fenced'} | {'terminal'}, or an error reply on key reuse.
 local st = redis.call('HMGET', KEYS[1], 'status', 'fence', 'updated')
@@ -12,7 +12,7 @@ if st[2] ~= ARGV[2] then return {'fenced'} end
 local answers = {'answered'}
 local added = 0
 local all = true
-for i = 4, #ARGV, 2 do
+for i = 3, #ARGV, 2 do
   local k, req = ARGV[i], ARGV[i + 1]
   local ans = redis.call('HGET', KEYS[1], 'ans:' .. k)
   if ans then
@@ -33,7 +33,6 @@ if all then return answers end
 if added > 0 then
   redis.call('HINCRBY', KEYS[1], 'pending', added)
   redis.call('HSET', KEYS[1], 'status', 'input_required')
-  if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'msg', ARGV[3]) end
   touch(KEYS[1], st[3])
   publish(KEYS[1], ARGV[1])
 end

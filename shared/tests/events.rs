@@ -1,0 +1,136 @@
+//! The event hub against a real, private redis-server.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use mcp_tasks_shared::store::Store;
+use mcp_tasks_shared::store::events::{EventHub, TaskEvent};
+use tokio_util::sync::CancellationToken;
+
+struct Redis {
+    child: Child,
+    port: u16,
+}
+
+impl Redis {
+    fn start() -> Redis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(
+            std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into()),
+        )
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("redis-server must be installed");
+        let redis = Redis { child, port };
+        for _ in 0..500 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return redis;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server did not start");
+    }
+
+    fn publish(&self, channel: &str, payload: &str) {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string(), "PUBLISH", channel, payload])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A watcher that reads nothing while more events arrive than it can buffer is told to
+/// re-read, even though no event follows the last one (T-50: the terminal state is never
+/// lost to a slow reader).
+#[tokio::test]
+async fn a_watcher_that_falls_behind_is_told_to_resync() {
+    let redis = Redis::start();
+    let store = Store::connect(&format!("redis://127.0.0.1:{}", redis.port))
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let hub = EventHub::start(&store, stop.clone());
+    let mut watch = hub.watch("tsk_lag").await.unwrap();
+    let channel = "mcpt:events:{tsk_lag}";
+    let mut pipe = String::new();
+    for v in 1..=200 {
+        pipe.push_str(&format!(
+            "PUBLISH {channel} '[\"status\",\"working\",\"ver\",\"{v}\"]'\n"
+        ));
+    }
+    let mut cli = Command::new("redis-cli")
+        .args(["-p", &redis.port.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(cli.stdin.as_mut().unwrap(), pipe.as_bytes()).unwrap();
+    drop(cli.stdin.take());
+    assert!(cli.wait().unwrap().success());
+    redis.publish(channel, r#"["status","completed","ver","201"]"#);
+    // Everything was published before we read anything.
+    let mut saw_resync = false;
+    let mut last_version = 0;
+    while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_secs(2), watch.recv()).await {
+        match ev {
+            TaskEvent::Resync => saw_resync = true,
+            TaskEvent::Changed(rec) => last_version = last_version.max(rec.version),
+        }
+    }
+    assert!(
+        saw_resync,
+        "a watcher that overflowed was never told to resync"
+    );
+    assert!(
+        last_version < 201,
+        "the buffer held everything; the test did not overflow it"
+    );
+    stop.cancel();
+}
+
+/// Events published after `watch()` returned are delivered, in order.
+#[tokio::test]
+async fn events_after_watch_arrive_in_order() {
+    let redis = Redis::start();
+    let store = Store::connect(&format!("redis://127.0.0.1:{}", redis.port))
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let hub = EventHub::start(&store, stop.clone());
+    let mut watch = hub.watch("tsk_a").await.unwrap();
+    for v in 1..=5 {
+        redis.publish(
+            "mcpt:events:{tsk_a}",
+            &format!(r#"["status","working","ver","{v}"]"#),
+        );
+    }
+    for v in 1..=5 {
+        match tokio::time::timeout(Duration::from_secs(5), watch.recv()).await {
+            Ok(Some(TaskEvent::Changed(rec))) => assert_eq!(rec.version, v),
+            other => panic!("expected version {v}, got {other:?}"),
+        }
+    }
+    stop.cancel();
+}
