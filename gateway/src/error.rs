@@ -2,14 +2,12 @@
 //! (STYLE.md §5; status mapping from base-protocol.md §7.5).
 
 use hyper::StatusCode;
-use mcp_tasks_shared::protocol::PROTOCOL_VERSION;
 use mcp_tasks_shared::protocol::jsonrpc::{
     ErrorObject, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
-    METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY, PARSE_ERROR,
-    UNSUPPORTED_PROTOCOL_VERSION,
+    METHOD_NOT_FOUND, PARSE_ERROR,
 };
 use mcp_tasks_shared::store::StoreError;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Why a request was not answered with a result.
 #[derive(Debug, thiserror::Error)]
@@ -107,20 +105,15 @@ impl From<&DispatchError> for ErrorObject {
             DispatchError::HeaderMismatch(why) => {
                 ErrorObject::new(HEADER_MISMATCH, format!("Header mismatch: {why}"))
             }
-            DispatchError::UnsupportedVersion { requested } => ErrorObject::with_data(
-                UNSUPPORTED_PROTOCOL_VERSION,
-                format!(
-                    "Unsupported protocol version {requested:?}; this server speaks {PROTOCOL_VERSION}"
-                ),
-                json!({ "supported": [PROTOCOL_VERSION], "requested": requested }),
-            ),
+            DispatchError::UnsupportedVersion { requested } => {
+                ErrorObject::unsupported_version(requested)
+            }
             DispatchError::MethodNotFound(m) => {
                 ErrorObject::new(METHOD_NOT_FOUND, format!("Method not found: {m}"))
             }
-            DispatchError::MissingCapability(required) => ErrorObject::with_data(
-                MISSING_REQUIRED_CLIENT_CAPABILITY,
+            DispatchError::MissingCapability(required) => ErrorObject::missing_capability(
                 format!("Missing required client capability: {}", describe(required)),
-                json!({ "requiredCapabilities": required }),
+                required.clone(),
             ),
             // An unknown task and someone else's task answer alike (T-25).
             DispatchError::TaskNotFound => {
@@ -162,6 +155,7 @@ fn describe(required: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     /// T-04, B-08: -32021 carries requiredCapabilities and is sent with HTTP 400.
     #[test]

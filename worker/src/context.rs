@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, MISSING_REQUIRED_CLIENT_CAPABILITY};
+use mcp_tasks_shared::protocol::jsonrpc::ErrorObject;
 use mcp_tasks_shared::protocol::meta::{Capability, missing_capabilities};
 use mcp_tasks_shared::protocol::tasks::InputRequest;
 use mcp_tasks_shared::store::{Ask, Store, StoreError, TaskRecord};
@@ -138,13 +138,12 @@ impl TaskContext {
             req.kind().map_err(ToolError::internal)?;
             let need = Capability::for_input_method(&req.method, &req.params);
             if let Some(missing) = need.and_then(|c| missing_capabilities(&[c], &i.caps)) {
-                return Err(ToolError::Protocol(ErrorObject::with_data(
-                    MISSING_REQUIRED_CLIENT_CAPABILITY,
+                return Err(ToolError::Protocol(ErrorObject::missing_capability(
                     format!(
                         "the client did not declare the capability {} needs",
                         req.method
                     ),
-                    serde_json::json!({ "requiredCapabilities": missing }),
+                    missing,
                 )));
             }
             let json =

@@ -2,6 +2,7 @@
 
 use mcp_tasks_shared::protocol::jsonrpc::result_bytes;
 use mcp_tasks_shared::protocol::meta::server_meta;
+use mcp_tasks_shared::protocol::results::{CacheScope, DiscoverResult};
 use mcp_tasks_shared::protocol::{PROTOCOL_VERSION, TASKS_EXTENSION};
 use serde_json::json;
 
@@ -13,18 +14,18 @@ use crate::http::Reply;
 const DISCOVER_TTL_MS: u64 = 60_000;
 
 pub(crate) fn discover(req: &Request) -> Result<Reply, DispatchError> {
-    let result = json!({
-        "resultType": "complete",
-        "supportedVersions": [PROTOCOL_VERSION],
-        "capabilities": {
-            "tools": {},
-            // Exactly `{}`: the reference client only speaks tasks to an empty object (T-01).
-            "extensions": { TASKS_EXTENSION: {} }
-        },
-        "instructions": "Long-running tools answer with a task handle when you declare the io.modelcontextprotocol/tasks extension; follow it with tasks/get or subscriptions/listen.",
-        "ttlMs": DISCOVER_TTL_MS,
-        "cacheScope": "public",
-        "_meta": server_meta(),
-    });
+    let result = DiscoverResult {
+        result_type: "complete",
+        supported_versions: vec![PROTOCOL_VERSION],
+        // Exactly `{}` for the extension: the reference client only speaks tasks to an
+        // empty object (T-01).
+        capabilities: json!({ "tools": {}, "extensions": { TASKS_EXTENSION: {} } }),
+        instructions: Some(
+            "Long-running tools answer with a task handle when you declare the io.modelcontextprotocol/tasks extension; follow it with tasks/get or subscriptions/listen.",
+        ),
+        ttl_ms: DISCOVER_TTL_MS,
+        cache_scope: CacheScope::Public,
+        meta: server_meta(),
+    };
     Ok(Reply::Json(result_bytes(&req.id, &result)))
 }

@@ -12,12 +12,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use mcp_tasks_shared::protocol::jsonrpc::{Id, Notification, result_bytes};
-use mcp_tasks_shared::protocol::meta::SUBSCRIPTION_ID_KEY;
-use mcp_tasks_shared::protocol::tasks::DetailedTask;
+use mcp_tasks_shared::protocol::notifications::{
+    self, AcknowledgedParams, Honoured, TaskNotificationParams, subscription_meta,
+};
+use mcp_tasks_shared::protocol::results::ListenResult;
 use mcp_tasks_shared::store::events::TaskEvent;
 use mcp_tasks_shared::store::{TaskRecord, is_plausible_task_id};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
@@ -35,14 +37,6 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// Retry interval for re-reads that failed (Redis away).
 const REREAD_RETRY: Duration = Duration::from_secs(1);
-
-#[derive(Serialize)]
-struct TaskNotification<'a> {
-    #[serde(flatten)]
-    task: &'a DetailedTask,
-    #[serde(rename = "_meta")]
-    meta: Value,
-}
 
 pub(crate) async fn listen(
     state: &Arc<State>,
@@ -118,16 +112,17 @@ pub(crate) async fn listen(
             None => forwarders.stop(id),
         }
     }
-    let accepted: Vec<&str> = initial.iter().map(|r| r.id.as_str()).collect();
-    let mut honoured = serde_json::Map::new();
-    if !accepted.is_empty() {
-        honoured.insert("taskIds".to_owned(), json!(accepted));
-    }
     let ack = Notification {
         jsonrpc: "2.0",
-        method: "notifications/subscriptions/acknowledged",
-        params: json!({ "_meta": { SUBSCRIPTION_ID_KEY: &req.id }, "notifications": honoured }),
+        method: notifications::ACKNOWLEDGED,
+        params: AcknowledgedParams {
+            meta: subscription_meta(&req.id),
+            notifications: Honoured {
+                task_ids: initial.iter().map(|r| r.id.as_str()).collect(),
+            },
+        },
     };
+    let ack = serde_json::to_vec(&ack).map_err(|e| DispatchError::Internal(e.to_string()))?;
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     let stream = Stream {
         tx,
@@ -143,7 +138,7 @@ pub(crate) async fn listen(
     // the channel's capacity, which only drains once hyper has the body.
     tokio::spawn(
         async move {
-            stream.send_json(&ack).await;
+            let _ = stream.tx.send(sse_event(&ack)).await;
             let mut stream = stream;
             for rec in &initial {
                 stream.emit(rec).await;
@@ -206,10 +201,10 @@ impl Stream {
         let task = rec.to_detailed();
         let note = Notification {
             jsonrpc: "2.0",
-            method: "notifications/tasks",
-            params: TaskNotification {
+            method: notifications::TASKS,
+            params: TaskNotificationParams {
                 task: &task,
-                meta: json!({ SUBSCRIPTION_ID_KEY: &self.subscription }),
+                meta: subscription_meta(&self.subscription),
             },
         };
         self.send_json(&note).await;
@@ -232,7 +227,7 @@ impl Stream {
                 () = self.tx.closed() => break,
                 () = state.shutdown.cancelled() => {
                     // Server-initiated end: the listen response first (B-40).
-                    let done = json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID_KEY: &self.subscription } });
+                    let done = ListenResult { result_type: "complete", meta: subscription_meta(&self.subscription) };
                     let _ = self.tx.send(sse_event(&result_bytes(&self.subscription, &done))).await;
                     break;
                 }

@@ -9,6 +9,7 @@ use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR, result_by
 use mcp_tasks_shared::protocol::meta::{
     Capability, TRACEPARENT_KEY, missing_capabilities, server_meta,
 };
+use mcp_tasks_shared::protocol::results::{CacheScope, InputRequiredResult, ListToolsResult};
 use mcp_tasks_shared::protocol::tasks::{CreateTaskResult, ResponseKind, TaskStatus};
 use mcp_tasks_shared::protocol::time::rfc3339_millis;
 use mcp_tasks_shared::protocol::tools::CallToolResult;
@@ -16,7 +17,7 @@ use mcp_tasks_shared::schema;
 use mcp_tasks_shared::store::events::{TaskEvent, Watch};
 use mcp_tasks_shared::store::registry::{Policy, ToolAdvert};
 use mcp_tasks_shared::store::{Job, NewTask, Store, TaskRecord, new_task_id};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::owner;
 use crate::State;
@@ -38,13 +39,13 @@ pub(crate) async fn list(state: &Arc<State>, req: &Request) -> Result<Reply, Dis
     }
     let tools = state.registry.tools().await?;
     let listed: Vec<_> = tools.iter().map(|a| &a.tool).collect();
-    let result = json!({
-        "resultType": "complete",
-        "tools": listed,
-        "ttlMs": LIST_TTL_MS,
-        "cacheScope": "public",
-        "_meta": server_meta(),
-    });
+    let result = ListToolsResult {
+        result_type: "complete",
+        tools: listed,
+        ttl_ms: LIST_TTL_MS,
+        cache_scope: CacheScope::Public,
+        meta: server_meta(),
+    };
     Ok(Reply::Json(result_bytes(&req.id, &result)))
 }
 
@@ -262,7 +263,7 @@ async fn wait_terminal(
 fn pre_input(
     tool: &ToolAdvert,
     req: &Request,
-) -> Result<Result<Map<String, Value>, Value>, DispatchError> {
+) -> Result<Result<Map<String, Value>, InputRequiredResult>, DispatchError> {
     if tool.pre_input.is_empty() {
         return Ok(Ok(Map::new()));
     }
@@ -294,9 +295,11 @@ fn pre_input(
     if missing.is_empty() {
         Ok(Ok(answers))
     } else {
-        Ok(Err(
-            json!({ "resultType": "input_required", "inputRequests": missing, "_meta": server_meta() }),
-        ))
+        Ok(Err(InputRequiredResult {
+            result_type: "input_required",
+            input_requests: missing,
+            meta: server_meta(),
+        }))
     }
 }
 

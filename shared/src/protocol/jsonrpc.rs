@@ -63,6 +63,27 @@ impl ErrorObject {
         }
     }
 
+    /// -32022 naming the served versions and the requested one (B-19).
+    pub fn unsupported_version(requested: &str) -> Self {
+        ErrorObject::with_data(
+            UNSUPPORTED_PROTOCOL_VERSION,
+            format!(
+                "Unsupported protocol version {requested:?}; this server speaks {}",
+                super::PROTOCOL_VERSION
+            ),
+            serde_json::json!({ "supported": [super::PROTOCOL_VERSION], "requested": requested }),
+        )
+    }
+
+    /// -32021 listing what is missing in `requiredCapabilities` (B-08, T-04).
+    pub fn missing_capability(message: impl Into<String>, required: Value) -> Self {
+        ErrorObject::with_data(
+            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            message,
+            serde_json::json!({ "requiredCapabilities": required }),
+        )
+    }
+
     /// An error with data.
     pub fn with_data(code: i64, message: impl Into<String>, data: Value) -> Self {
         ErrorObject {

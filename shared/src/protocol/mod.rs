@@ -7,6 +7,8 @@
 
 pub mod jsonrpc;
 pub mod meta;
+pub mod notifications;
+pub mod results;
 pub mod tasks;
 pub mod time;
 pub mod tools;
