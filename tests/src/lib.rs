@@ -347,18 +347,23 @@ impl TestContext {
             ctx.gateways.push(Gateway::start(&ctx.redis.url(), &[])?);
         }
         if workers > 0 && gateways > 0 {
-            let client = ctx.client();
-            poll_until(Duration::from_secs(20), || async {
-                let r = client
-                    .request("tools/list", json!({}), &caps_none())
-                    .await
-                    .ok()?;
-                (r.body["result"]["tools"].as_array()?.len() >= 4).then_some(())
-            })
-            .await
-            .context("tools never appeared in tools/list")?;
+            ctx.wait_for_tools().await?;
         }
         Ok(ctx)
+    }
+
+    /// Wait until the first gateway lists the workers' tools.
+    pub async fn wait_for_tools(&self) -> Result<()> {
+        let client = self.client();
+        poll_until(Duration::from_secs(20), || async {
+            let r = client
+                .request("tools/list", json!({}), &caps_none())
+                .await
+                .ok()?;
+            (r.body["result"]["tools"].as_array()?.len() >= 4).then_some(())
+        })
+        .await
+        .context("tools never appeared in tools/list")
     }
 
     /// A client of the first gateway.
@@ -581,8 +586,10 @@ impl Client {
             .await
     }
 
-    /// Open a `subscriptions/listen` stream for `task_ids` with request id `id`.
-    pub async fn listen(&self, id: &str, task_ids: &[&str]) -> Result<SseStream> {
+    /// Open a `subscriptions/listen` stream for `task_ids` with request id `id` (a string or
+    /// an integer).
+    pub async fn listen(&self, id: impl Into<Value>, task_ids: &[&str]) -> Result<SseStream> {
+        let id: Value = id.into();
         let body = json!({
             "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
             "params": {"notifications": {"taskIds": task_ids}, "_meta": meta(&caps_tasks())}

@@ -1865,15 +1865,7 @@ fn shape_rules_reject_malformed_tasks() {
 async fn with_worker_env(env: &[(&str, String)]) -> Result<TestContext> {
     let mut ctx = TestContext::start(1, 0).await?;
     ctx.workers.push(Worker::start(&ctx.redis.url(), env)?);
-    let client = ctx.client();
-    poll_until(WITHIN, || async {
-        let r = client
-            .request("tools/list", json!({}), &caps_none())
-            .await
-            .ok()?;
-        (r.body["result"]["tools"].as_array()?.len() >= 4).then_some(())
-    })
-    .await?;
+    ctx.wait_for_tools().await?;
     Ok(ctx)
 }
 

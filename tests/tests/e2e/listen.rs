@@ -8,9 +8,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, bail};
-use http_body_util::BodyExt as _;
-use hyper::body::Incoming;
+use anyhow::{Context as _, Result};
 use mcp_tasks_tests::{Client, SseStream, TestContext, caps_tasks, meta};
 use serde_json::{Value, json};
 
@@ -23,45 +21,15 @@ const ACK: &str = "notifications/subscriptions/acknowledged";
 const TASK_NOTE: &str = "notifications/tasks";
 const SUB_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
-/// A listen stream opened by the harness (string ids) or by hand (any JSON id).
-enum Sub {
-    Harness(SseStream),
-    Raw { body: Incoming, buf: Vec<u8> },
-}
+/// A listen stream.
+struct Sub(SseStream);
 
 impl Sub {
     /// The next JSON-RPC message, or `None` when nothing came within `within`.
     async fn next(&mut self, within: Duration) -> Option<Value> {
-        let (body, buf) = match self {
-            Sub::Harness(s) => return s.next(within).await,
-            Sub::Raw { body, buf } => (body, buf),
-        };
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            if let Some(pos) = buf.windows(2).position(|w| w == b"\n\n") {
-                let event: Vec<u8> = buf.drain(..pos + 2).collect();
-                let text = String::from_utf8_lossy(&event);
-                let data: Vec<&str> = text
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(str::trim_start)
-                    .collect();
-                if data.is_empty() {
-                    continue;
-                }
-                return serde_json::from_str(&data.join("\n")).ok();
-            }
-            let frame = tokio::time::timeout_at(deadline, body.frame())
-                .await
-                .ok()??
-                .ok()?;
-            if let Ok(data) = frame.into_data() {
-                buf.extend_from_slice(&data);
-            }
-        }
+        self.0.next(within).await
     }
 
-    /// The next message; an error when the stream went quiet or ended.
     async fn expect(&mut self, what: &str) -> Result<Value> {
         self.next(WITHIN)
             .await
@@ -71,40 +39,11 @@ impl Sub {
 
 /// Open a listen stream with any JSON-RPC `id` (e.g. an integer).
 async fn listen_with_id(client: &Client, id: Value, task_ids: &[&str]) -> Result<Sub> {
-    let body = json!({
-        "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
-        "params": {"notifications": {"taskIds": task_ids}, "_meta": meta(&caps_tasks())}
-    });
-    let res = client
-        .send_raw(
-            "POST",
-            "/mcp",
-            &Client::headers("subscriptions/listen", None),
-            serde_json::to_vec(&body)?.into(),
-        )
-        .await?;
-    let ctype = res
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    if !ctype.starts_with("text/event-stream") {
-        let status = res.status();
-        let raw = res.into_body().collect().await?.to_bytes();
-        bail!(
-            "listen did not open a stream: {status} {}",
-            String::from_utf8_lossy(&raw)
-        );
-    }
-    Ok(Sub::Raw {
-        body: res.into_body(),
-        buf: Vec::new(),
-    })
+    Ok(Sub(client.listen(id, task_ids).await?))
 }
 
 async fn listen(client: &Client, id: &str, task_ids: &[&str]) -> Result<Sub> {
-    Ok(Sub::Harness(client.listen(id, task_ids).await?))
+    listen_with_id(client, json!(id), task_ids).await
 }
 
 /// Read the acknowledgement, which must be the first message (T-46); returns the accepted
