@@ -58,6 +58,16 @@ pub const DEFAULT_TOOLS: &str = "demo";
 pub const ENV_SHUTDOWN_GRACE: &str = "MCPT_SHUTDOWN_GRACE";
 /// Default grace: 30 s.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+/// How long a worker's claim on a job lasts without renewal; a job whose worker died is
+/// taken over by another worker after this long (renewed every third of it).
+pub const ENV_LEASE: &str = "MCPT_LEASE";
+/// Default lease: a dead worker's job is picked up again within about 20 s.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
+/// How many times a job may be started before its task ends failed (its runs keep being
+/// interrupted).
+pub const ENV_MAX_DELIVERIES: &str = "MCPT_MAX_DELIVERIES";
+/// Default bound on starts.
+pub const DEFAULT_MAX_DELIVERIES: u32 = 5;
 /// Log format: `text` or `json`.
 pub const ENV_LOG_FORMAT: &str = "MCPT_LOG_FORMAT";
 
@@ -290,6 +300,10 @@ pub struct WorkerConfig {
     pub tools: Vec<String>,
     /// `MCPT_SHUTDOWN_GRACE`, default 30s.
     pub shutdown_grace: Duration,
+    /// `MCPT_LEASE`, default 15s.
+    pub lease: Duration,
+    /// `MCPT_MAX_DELIVERIES`, default 5.
+    pub max_deliveries: u32,
     /// Tool TTL and poll defaults.
     pub tasks: TaskDefaults,
 }
@@ -348,6 +362,20 @@ impl WorkerConfig {
                 DEFAULT_SHUTDOWN_GRACE,
                 DURATION,
                 parse_duration,
+            )?,
+            lease: parsed(
+                src,
+                ENV_LEASE,
+                DEFAULT_LEASE,
+                "a duration of at least 1s, like 15s",
+                |s| parse_duration(s).filter(|d| *d >= Duration::from_secs(1)),
+            )?,
+            max_deliveries: parsed(
+                src,
+                ENV_MAX_DELIVERIES,
+                DEFAULT_MAX_DELIVERIES,
+                "an integer from 1 to 100",
+                |s| s.parse().ok().filter(|n| (1..=100).contains(n)),
             )?,
             tasks: TaskDefaults::from_source(src)?,
         })

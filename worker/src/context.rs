@@ -31,6 +31,7 @@ struct Inner {
     /// The concurrency slot; given back while the task waits for input.
     permit: std::sync::Mutex<Option<OwnedSemaphorePermit>>,
     slots: Arc<Semaphore>,
+    parked: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for TaskContext {
@@ -52,6 +53,8 @@ pub(crate) struct ContextParts {
     pub(crate) stop: CancellationToken,
     pub(crate) permit: OwnedSemaphorePermit,
     pub(crate) slots: Arc<Semaphore>,
+    /// Set while the handler waits for input.
+    pub(crate) parked: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn store_error(e: StoreError) -> ToolError {
@@ -74,6 +77,7 @@ impl TaskContext {
                 stop: parts.stop,
                 permit: std::sync::Mutex::new(Some(parts.permit)),
                 slots: parts.slots,
+                parked: parts.parked,
             }),
         }
     }
@@ -164,6 +168,7 @@ impl TaskContext {
         // Parked: give the concurrency slot back while the client thinks (ARCHITECTURE.md).
         let permit = i.permit.lock().ok().and_then(|mut p| p.take());
         drop(permit);
+        let _parked = Parked::set(&i.parked);
         let mut latest = i.latest.clone();
         let answers = loop {
             if let Some(rec) = latest.borrow_and_update().as_ref() {
@@ -182,6 +187,7 @@ impl TaskContext {
                 () = i.stop.cancelled() => return Err(ToolError::Stopped),
             }
         };
+        drop(_parked);
         let permit = i
             .slots
             .clone()
@@ -212,4 +218,20 @@ fn decode_answers(list: Vec<(String, String)>) -> Vec<(String, Value)> {
             (k, value)
         })
         .collect()
+}
+
+/// Marks a handler as waiting for input while alive.
+struct Parked<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl<'a> Parked<'a> {
+    fn set(flag: &'a std::sync::atomic::AtomicBool) -> Self {
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        Parked(flag)
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
 }

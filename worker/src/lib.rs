@@ -7,6 +7,7 @@
 //!
 //! The job loop itself is in `runner.rs`; everything Redis is in `mcp_tasks_shared::store`.
 
+mod claims;
 mod context;
 mod runner;
 mod tool;
@@ -119,19 +120,40 @@ pub async fn run(
         consumer,
         slots: Arc::new(Semaphore::new(config.concurrency)),
         tracker: tracker.clone(),
+        claims: claims::Claims::default(),
+        lease: config.lease,
+        max_deliveries: config.max_deliveries,
     });
 
-    let heartbeat = tokio::spawn(heartbeat(store, adverts, shutdown.clone()));
+    let heartbeat = tokio::spawn(heartbeat(store.clone(), adverts, shutdown.clone()));
+    let renewing = CancellationToken::new();
+    let renewer = tokio::spawn(runner.clone().renew_loop(renewing.clone()));
+    let sweeper = tokio::spawn(runner.clone().sweep_loop(shutdown.clone()));
     runner.clone().read_loop(shutdown).await;
     heartbeat.abort();
+    let _ = sweeper.await;
+    // Tasks waiting for input would hold the shutdown for the whole grace period: give them
+    // to other workers now. Running jobs keep their claims (renewed) while they finish.
+    runner
+        .claims
+        .give_up(&store, &runner.consumer, config.lease, true)
+        .await;
     tracker.close();
-    if tokio::time::timeout(config.shutdown_grace, tracker.wait())
+    let finished = tokio::time::timeout(config.shutdown_grace, tracker.wait())
         .await
-        .is_err()
-    {
+        .is_ok();
+    if !finished {
+        runner
+            .claims
+            .give_up(&store, &runner.consumer, config.lease, false)
+            .await;
+    }
+    renewing.cancel();
+    let _ = renewer.await;
+    if !finished {
         tracing::warn!(
             grace_ms = config.shutdown_grace.as_millis() as u64,
-            "jobs still running after the grace period; their entries stay pending in the stream"
+            "jobs still running after the grace period were given up to other workers"
         );
     }
     hub_stop.cancel();

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
@@ -14,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument as _;
 
+use crate::claims::Claims;
 use crate::context::{ContextParts, TaskContext};
 use crate::tool::{Tool, ToolError};
 
@@ -31,6 +33,11 @@ pub(crate) struct Runner {
     pub(crate) consumer: String,
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) tracker: TaskTracker,
+    pub(crate) claims: Claims,
+    /// Claim lifetime without renewal (`MCPT_LEASE`).
+    pub(crate) lease: Duration,
+    /// Starts allowed per job (`MCPT_MAX_DELIVERIES`).
+    pub(crate) max_deliveries: u32,
 }
 
 impl Runner {
@@ -85,15 +92,107 @@ impl Runner {
                         Err(_) => break,
                     },
                 };
-                let this = self.clone();
-                let span = tracing::info_span!("job", task.id = %d.task_id, queue.name = %d.queue, tool.name = tracing::field::Empty);
-                self.tracker
-                    .spawn(async move { this.run_job(d, permit).await }.instrument(span));
+                self.dispatch(d, permit);
             }
         }
     }
 
-    async fn run_job(self: Arc<Self>, d: Delivery, permit: OwnedSemaphorePermit) {
+    /// Run a delivered (or reclaimed) job in its own task, holding its claim meanwhile.
+    fn dispatch(self: &Arc<Self>, d: Delivery, permit: OwnedSemaphorePermit) {
+        let parked = Arc::new(AtomicBool::new(false));
+        let (queue, entry) = (d.queue.clone(), d.entry.clone());
+        self.claims.hold(&queue, &entry, parked.clone());
+        let span = tracing::info_span!(
+            "job",
+            task.id = %d.task_id,
+            queue.name = %d.queue,
+            tool.name = tracing::field::Empty
+        );
+        let this = self.clone();
+        let handle = self
+            .tracker
+            .spawn(async move { this.run_job(d, permit, parked).await }.instrument(span));
+        self.claims.set_abort(&queue, &entry, handle.abort_handle());
+    }
+
+    /// Renew this worker's claims every third of the lease, until `stop`.
+    pub(crate) async fn renew_loop(self: Arc<Self>, stop: CancellationToken) {
+        let mut tick = tokio::time::interval(self.lease / 3);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = tick.tick() => self.claims.renew(&self.store, &self.consumer).await,
+            }
+        }
+    }
+
+    /// Take over jobs whose worker stopped renewing them, as free slots allow, until `stop`.
+    pub(crate) async fn sweep_loop(self: Arc<Self>, stop: CancellationToken) {
+        const MOST_PER_SWEEP: usize = 100;
+        // Often enough that a job given up at shutdown is taken within seconds.
+        let every = (self.lease / 3).clamp(Duration::from_secs(1), Duration::from_secs(5));
+        let mut tick = tokio::time::interval(every);
+        let mut cursors: HashMap<String, String> = HashMap::new();
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            for queue in &self.queues {
+                let free = self.slots.available_permits().min(MOST_PER_SWEEP);
+                if free == 0 {
+                    break;
+                }
+                match self
+                    .store
+                    .take_sweep_lease(queue, &self.consumer, every)
+                    .await
+                {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "cannot take the sweep lease");
+                        continue;
+                    }
+                }
+                let cursor = cursors
+                    .get(queue)
+                    .cloned()
+                    .unwrap_or_else(|| "0-0".to_owned());
+                let (found, next) = match self
+                    .store
+                    .reclaim(queue, &self.consumer, self.lease, &cursor, free)
+                    .await
+                {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::warn!(queue.name = %queue, error = %e, "sweep failed");
+                        continue;
+                    }
+                };
+                cursors.insert(queue.clone(), next);
+                for d in found {
+                    tracing::info!(task.id = %d.task_id, queue.name = %queue, "reclaimed a job its worker abandoned");
+                    let permit = match self.slots.clone().try_acquire_owned() {
+                        Ok(p) => p,
+                        Err(_) => match self.slots.clone().acquire_owned().await {
+                            Ok(p) => p,
+                            Err(_) => return,
+                        },
+                    };
+                    self.dispatch(d, permit);
+                }
+            }
+        }
+    }
+
+    async fn run_job(
+        self: Arc<Self>,
+        d: Delivery,
+        permit: OwnedSemaphorePermit,
+        parked: Arc<AtomicBool>,
+    ) {
+        let _held = HeldGuard(self.clone(), d.queue.clone(), d.entry.clone());
         let started = Instant::now();
         let watch = match self.hub.watch(&d.task_id).await {
             Ok(w) => w,
@@ -102,7 +201,11 @@ impl Runner {
                 return;
             }
         };
-        let fence = match self.store.start(&d, &self.consumer).await {
+        let fence = match self
+            .store
+            .start(&d, &self.consumer, self.max_deliveries)
+            .await
+        {
             Ok(Start::Run { fence }) => fence,
             Ok(Start::Skip(why)) => {
                 tracing::info!(task.id = %d.task_id, reason = %why, "job skipped");
@@ -135,7 +238,13 @@ impl Runner {
         };
         let (latest_tx, latest_rx) = watch::channel(None);
         let stop = CancellationToken::new();
-        let monitor = tokio::spawn(monitor(self.store.clone(), watch, latest_tx, stop.clone()));
+        let monitor = tokio::spawn(monitor(
+            self.store.clone(),
+            watch,
+            fence,
+            latest_tx,
+            stop.clone(),
+        ));
         let ctx = TaskContext::new(ContextParts {
             store: self.store.clone(),
             task_id: d.task_id.clone(),
@@ -146,6 +255,7 @@ impl Runner {
             stop: stop.clone(),
             permit,
             slots: self.slots.clone(),
+            parked,
         });
         let outcome = tokio::select! {
             r = tool.call(ctx, job.args) => r,
@@ -223,10 +333,21 @@ fn failed(error: ErrorObject) -> Finish {
     Finish::Failed { error, message }
 }
 
-/// Feed the task's latest state to its context; fire `stop` on cancellation or a terminal state.
+/// Releases the job's claim record when its task ends, however it ends.
+struct HeldGuard(Arc<Runner>, String, String);
+
+impl Drop for HeldGuard {
+    fn drop(&mut self) {
+        self.0.claims.release(&self.1, &self.2);
+    }
+}
+
+/// Feed the task's latest state to its context; fire `stop` on cancellation, a terminal
+/// state, or another worker taking the task over (a newer fence).
 async fn monitor(
     store: Store,
     mut watch: Watch,
+    fence: u64,
     latest: watch::Sender<Option<TaskRecord>>,
     stop: CancellationToken,
 ) {
@@ -237,7 +358,7 @@ async fn monitor(
         if resync {
             resync = false;
             match store.get_task(watch.task_id()).await {
-                Ok(Some(rec)) => observe(rec, &latest, &stop),
+                Ok(Some(rec)) => observe(rec, fence, &latest, &stop),
                 Ok(None) => {
                     latest.send_replace(None);
                     stop.cancel();
@@ -250,7 +371,7 @@ async fn monitor(
         }
         match tokio::time::timeout(RECHECK_EVERY, watch.recv()).await {
             Ok(Some(TaskEvent::Changed(rec))) => {
-                observe(std::sync::Arc::unwrap_or_clone(rec), &latest, &stop)
+                observe(std::sync::Arc::unwrap_or_clone(rec), fence, &latest, &stop)
             }
             // After a reconnect, or every RECHECK_EVERY: expiry publishes nothing.
             Ok(Some(TaskEvent::Resync)) | Err(_) => resync = true,
@@ -259,7 +380,12 @@ async fn monitor(
     }
 }
 
-fn observe(rec: TaskRecord, latest: &watch::Sender<Option<TaskRecord>>, stop: &CancellationToken) {
+fn observe(
+    rec: TaskRecord,
+    fence: u64,
+    latest: &watch::Sender<Option<TaskRecord>>,
+    stop: &CancellationToken,
+) {
     let newer = latest
         .borrow()
         .as_ref()
@@ -267,7 +393,7 @@ fn observe(rec: TaskRecord, latest: &watch::Sender<Option<TaskRecord>>, stop: &C
     if !newer {
         return;
     }
-    let halt = rec.is_terminal() || rec.cancel_requested;
+    let halt = rec.is_terminal() || rec.cancel_requested || rec.fence > fence;
     latest.send_replace(Some(rec));
     if halt {
         stop.cancel();

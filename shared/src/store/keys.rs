@@ -23,6 +23,11 @@ pub fn queue_key(queue: &str) -> String {
     format!("mcpt:queue:{{{queue}}}")
 }
 
+/// `mcpt:sweep:{NAME}` — the lease of the one worker sweeping a queue for abandoned jobs.
+pub fn sweep_key(queue: &str) -> String {
+    format!("mcpt:sweep:{{{queue}}}")
+}
+
 /// `mcpt:tools` — hash of tool advertisements (tool name → JSON), written by live workers.
 pub const TOOLS_KEY: &str = "mcpt:tools";
 

@@ -418,7 +418,12 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn start(&self, d: &Delivery, worker: &str) -> StoreResult<Start> {
+    pub async fn start(
+        &self,
+        d: &Delivery,
+        worker: &str,
+        max_deliveries: u32,
+    ) -> StoreResult<Start> {
         let mut con = self.con.clone();
         let reply = flat_strings(
             self.scripts
@@ -429,6 +434,8 @@ impl Store {
                 .arg(keys::GROUP)
                 .arg(&d.entry)
                 .arg(worker)
+                .arg(max_deliveries)
+                .arg(crate::protocol::jsonrpc::INTERNAL_ERROR)
                 .invoke_async(&mut con)
                 .await?,
         )?;
@@ -540,6 +547,112 @@ impl Store {
         Ok(())
     }
 
+    /// Renew this consumer's claim on `entries` of `queue` (resets their idle time; the
+    /// delivery count does not change). Chunked so one call never carries too many ids.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn renew(&self, queue: &str, consumer: &str, entries: &[String]) -> StoreResult<()> {
+        self.claim_ids(queue, consumer, entries, None).await
+    }
+
+    /// Give `entries` up at once: mark them idle for `lease`, so the next sweep by any
+    /// worker reclaims them without waiting out the lease (graceful shutdown).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn give_up(
+        &self,
+        queue: &str,
+        consumer: &str,
+        entries: &[String],
+        lease: Duration,
+    ) -> StoreResult<()> {
+        self.claim_ids(queue, consumer, entries, Some(lease)).await
+    }
+
+    async fn claim_ids(
+        &self,
+        queue: &str,
+        consumer: &str,
+        entries: &[String],
+        idle: Option<Duration>,
+    ) -> StoreResult<()> {
+        const CHUNK: usize = 100;
+        let key = keys::queue_key(queue);
+        let mut con = self.con.clone();
+        for chunk in entries.chunks(CHUNK) {
+            let mut cmd = redis::cmd("XCLAIM");
+            cmd.arg(&key)
+                .arg(keys::GROUP)
+                .arg(consumer)
+                .arg(0)
+                .arg(chunk);
+            if let Some(idle) = idle {
+                cmd.arg("IDLE")
+                    .arg(u64::try_from(idle.as_millis()).unwrap_or(u64::MAX));
+            }
+            cmd.arg("JUSTID");
+            let _: redis::Value = cmd.query_async(&mut con).await?;
+        }
+        Ok(())
+    }
+
+    /// Take the fleet-wide sweep lease of `queue` for `hold` (`SET NX PX`): only one worker
+    /// sweeps a queue at a time.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn take_sweep_lease(
+        &self,
+        queue: &str,
+        consumer: &str,
+        hold: Duration,
+    ) -> StoreResult<bool> {
+        let mut con = self.con.clone();
+        let set: Option<String> = redis::cmd("SET")
+            .arg(keys::sweep_key(queue))
+            .arg(consumer)
+            .arg("NX")
+            .arg("PX")
+            .arg(u64::try_from(hold.as_millis()).unwrap_or(u64::MAX))
+            .query_async(&mut con)
+            .await?;
+        Ok(set.is_some())
+    }
+
+    /// Claim up to `count` entries of `queue` idle for at least `min_idle` (their worker
+    /// stopped renewing), starting at `cursor`; returns them and the cursor to go on from.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn reclaim(
+        &self,
+        queue: &str,
+        consumer: &str,
+        min_idle: Duration,
+        cursor: &str,
+        count: usize,
+    ) -> StoreResult<(Vec<Delivery>, String)> {
+        let mut con = self.con.clone();
+        let reply: redis::streams::StreamAutoClaimReply = con
+            .xautoclaim_options(
+                keys::queue_key(queue),
+                keys::GROUP,
+                consumer,
+                u64::try_from(min_idle.as_millis()).unwrap_or(u64::MAX),
+                cursor,
+                redis::streams::StreamAutoClaimOptions::default().count(count),
+            )
+            .await?;
+        let deliveries = reply
+            .claimed
+            .into_iter()
+            .map(|entry| delivery(queue, entry))
+            .collect();
+        Ok((deliveries, reply.next_stream_id))
+    }
+
     /// Advertise (or renew) tools.
     ///
     /// # Errors
@@ -610,23 +723,23 @@ impl JobReader {
             let Some(queue) = queues.iter().find(|q| keys::queue_key(q) == stream.key) else {
                 continue;
             };
-            for entry in stream.ids {
-                let task_id: String = entry.get("task").unwrap_or_default();
-                let job = entry
-                    .get::<String>("job")
-                    .ok_or_else(|| "job entry has no job field".to_owned())
-                    .and_then(|j| {
-                        serde_json::from_str(&j).map_err(|e| format!("undecodable job: {e}"))
-                    });
-                out.push(Delivery {
-                    queue: queue.clone(),
-                    entry: entry.id,
-                    task_id,
-                    job,
-                });
-            }
+            out.extend(stream.ids.into_iter().map(|entry| delivery(queue, entry)));
         }
         Ok(out)
+    }
+}
+
+fn delivery(queue: &str, entry: redis::streams::StreamId) -> Delivery {
+    let task_id: String = entry.get("task").unwrap_or_default();
+    let job = entry
+        .get::<String>("job")
+        .ok_or_else(|| "job entry has no job field".to_owned())
+        .and_then(|j| serde_json::from_str(&j).map_err(|e| format!("undecodable job: {e}")));
+    Delivery {
+        queue: queue.to_owned(),
+        entry: entry.id,
+        task_id,
+        job,
     }
 }
 

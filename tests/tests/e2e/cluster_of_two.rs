@@ -230,7 +230,6 @@ async fn surviving_worker_keeps_serving() -> Result<()> {
 /// "Worker loop": entries whose owner stopped renewing are reclaimed by an `XAUTOCLAIM`
 /// sweep) and completes.
 #[tokio::test]
-#[ignore = "crash recovery (XAUTOCLAIM reclaim of a dead worker's job) is issue 3; this test turns on with it"]
 async fn job_of_a_killed_worker_is_finished_by_the_other() -> Result<()> {
     let mut ctx = TestContext::start(1, 2).await?;
     let client = ctx.client();

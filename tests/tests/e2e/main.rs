@@ -7,3 +7,4 @@ mod lifecycle;
 mod listen;
 mod processes;
 mod protocol;
+mod recovery;

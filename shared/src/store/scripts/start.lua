@@ -1,6 +1,9 @@
 -- A worker took a job: take the task's fencing token, or skip a job that needs no run.
 -- KEYS[1] task hash   KEYS[2] queue stream
 -- ARGV[1] channel  ARGV[2] group  ARGV[3] entry id  ARGV[4] worker name
+-- ARGV[5] most deliveries: the fence counts starts, so a job whose runs keep being
+--         interrupted (its worker dies) ends failed instead of looping forever.
+-- ARGV[6] the JSON-RPC error code it then fails with
 -- Returns: {'run', fence} | {'skip', reason}  (skipped entries are acknowledged and deleted)
 local st = redis.call('HMGET', KEYS[1], 'status', 'cancel', 'updated')
 if not st[1] then
@@ -19,5 +22,16 @@ if st[2] == '1' then
   return {'skip', 'cancelled'}
 end
 local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
+local most = tonumber(ARGV[5])
+if fence > most then
+  local runs = fence - 1
+  local message = 'The work was interrupted ' .. runs .. ' times (its worker stopped each time); giving up'
+  redis.call('HSET', KEYS[1], 'status', 'failed', 'msg', message, 'pending', 0,
+    'error', cjson.encode({code = tonumber(ARGV[6]), message = message}))
+  touch(KEYS[1], st[3])
+  publish(KEYS[1], ARGV[1])
+  ack(KEYS[2], ARGV[2], ARGV[3])
+  return {'skip', 'interrupted'}
+end
 redis.call('HSET', KEYS[1], 'worker', ARGV[4])
 return {'run', tostring(fence)}
