@@ -122,3 +122,24 @@ pub async fn run(
     tracing::info!("gateway stopped");
     Ok(())
 }
+
+/// Entry points for fuzzing the request decoder (`gateway/fuzz`); not a stable API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use mcp_tasks_shared::protocol::jsonrpc::ErrorObject;
+
+    /// Run the checks a POST body goes through before dispatch (routing headers, JSON,
+    /// envelope, `_meta`, header/body agreement). `Ok(true)` for a request, `Ok(false)` for
+    /// a notification, else the HTTP status and JSON-RPC error code it would be answered with.
+    ///
+    /// # Errors
+    /// The rejection, as (HTTP status, JSON-RPC code).
+    pub fn check_request(headers: &hyper::HeaderMap, body: &[u8]) -> Result<bool, (u16, i64)> {
+        let routing = crate::headers::Routing::from_headers(headers);
+        match crate::envelope::parse(body, &routing) {
+            Ok(crate::envelope::Body::Request(_)) => Ok(true),
+            Ok(crate::envelope::Body::Notification) => Ok(false),
+            Err((_, e)) => Err((e.status().as_u16(), ErrorObject::from(&e).code)),
+        }
+    }
+}

@@ -49,15 +49,28 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     child: Option<Child>,
+    durable: bool,
 }
 
 impl RedisServer {
-    /// Start one (binary from `REDIS_SERVER_BIN`, default `redis-server`).
+    /// Start one (binary from `REDIS_SERVER_BIN`, default `redis-server`) that keeps
+    /// nothing on disk.
     pub fn start() -> Result<RedisServer> {
+        Self::start_with(false)
+    }
+
+    /// Start one with an append-only file fsynced on every write, so data survives
+    /// [`RedisServer::restart`] (as production Redis with AOF would).
+    pub fn start_durable() -> Result<RedisServer> {
+        Self::start_with(true)
+    }
+
+    fn start_with(durable: bool) -> Result<RedisServer> {
         let mut server = RedisServer {
             port: free_port()?,
             dir: temp_dir("mcpt-redis")?,
             child: None,
+            durable,
         };
         server.spawn()?;
         Ok(server)
@@ -73,9 +86,12 @@ impl RedisServer {
                 "127.0.0.1",
                 "--save",
                 "",
-                "--appendonly",
-                "no",
             ])
+            .args(if self.durable {
+                ["--appendonly", "yes", "--appendfsync", "always"].as_slice()
+            } else {
+                ["--appendonly", "no"].as_slice()
+            })
             .args(["--maxmemory-policy", "noeviction", "--loglevel", "warning"])
             .arg("--dir")
             .arg(&self.dir)
@@ -116,7 +132,7 @@ impl RedisServer {
         }
     }
 
-    /// Kill and start again on the same port (data is not kept).
+    /// Kill and start again on the same port (data is kept only when durable).
     pub fn restart(&mut self) -> Result<()> {
         self.kill();
         self.spawn()
