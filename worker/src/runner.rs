@@ -8,7 +8,9 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
+use mcp_tasks_shared::protocol::time::now_millis;
 use mcp_tasks_shared::store::events::{EventHub, TaskEvent, Watch};
+use mcp_tasks_shared::store::record::EXPIRED;
 use mcp_tasks_shared::store::{Delivery, Finish, READ_BLOCK, Start, Store, TaskRecord, Write};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
@@ -201,12 +203,12 @@ impl Runner {
                 return;
             }
         };
-        let fence = match self
+        let (fence, deadline_ms) = match self
             .store
             .start(&d, &self.consumer, self.max_deliveries)
             .await
         {
-            Ok(Start::Run { fence }) => fence,
+            Ok(Start::Run { fence, deadline_ms }) => (fence, deadline_ms),
             Ok(Start::Skip(why)) => {
                 tracing::info!(task.id = %d.task_id, reason = %why, "job skipped");
                 return;
@@ -260,6 +262,7 @@ impl Runner {
         let outcome = tokio::select! {
             r = tool.call(ctx, job.args) => r,
             () = stop.cancelled() => Err(ToolError::Stopped),
+            () = until(deadline_ms) => Err(ToolError::Protocol(ErrorObject::new(INTERNAL_ERROR, EXPIRED))),
         };
         monitor.abort();
         let finish = match outcome {
@@ -331,6 +334,19 @@ fn failed(error: ErrorObject) -> Finish {
     let error = serde_json::to_string(&error)
         .unwrap_or_else(|_| format!(r#"{{"code":{INTERNAL_ERROR},"message":"internal error"}}"#));
     Finish::Failed { error, message }
+}
+
+/// Resolves a little after `deadline_ms` (Redis clock, read here by the local one), or never.
+/// The finish script then sees the TTL passed and writes the expiry itself (T-52).
+async fn until(deadline_ms: Option<i64>) {
+    const SLACK_MS: i64 = 50;
+    match deadline_ms {
+        Some(deadline) => {
+            let wait = (deadline + SLACK_MS - now_millis()).max(0);
+            tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))).await;
+        }
+        None => std::future::pending().await,
+    }
 }
 
 /// Releases the job's claim record when its task ends, however it ends.

@@ -122,9 +122,11 @@ pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, Disp
     tracing::Span::current().record("task.id", id.as_str());
     let owner = owner(&req);
     let sync_timeout = state.config.sync_timeout;
+    // Bounded by this gateway's maximum too, whatever a worker advertises.
+    let ttl_ms = tool.ttl_ms.min(millis(state.config.tasks.max_ttl));
     let ttl_ms = match mode {
-        Mode::Sync => tool.ttl_ms.min(millis(sync_timeout + SYNC_TASK_SLACK)),
-        _ => tool.ttl_ms,
+        Mode::Sync => ttl_ms.min(millis(sync_timeout + SYNC_TASK_SLACK)),
+        _ => ttl_ms,
     };
     let new = NewTask {
         id: &id,

@@ -111,6 +111,8 @@ pub enum Start {
     Run {
         /// Fencing token.
         fence: u64,
+        /// `createdAt + ttlMs` in ms since the epoch (Redis clock), if the task expires.
+        deadline_ms: Option<i64>,
     },
     /// Nothing to run (gone, terminal, or cancelled before start); the entry was acknowledged.
     Skip(String),
@@ -171,6 +173,10 @@ pub enum Finish {
     /// `cancelled`.
     Cancelled,
 }
+
+/// How long a task's hash outlives its TTL at most (never longer than the TTL itself), so a
+/// task that expired unfinished reads as failed for a while before lookups say it is gone.
+pub const EXPIRED_RETENTION_MS: u64 = 60_000;
 
 /// A fresh task id: `tsk_` + 22 base64url chars of a v4 UUID (122 CSPRNG bits, T-42).
 pub fn new_task_id() -> String {
@@ -293,6 +299,7 @@ impl Store {
             .arg(&t.job.tool)
             .arg(t.queue)
             .arg(job)
+            .arg(t.ttl_ms.map_or(0, |ttl| ttl.min(EXPIRED_RETENTION_MS)))
             .invoke_async(&mut con)
             .await?;
         let created = flat_strings(reply)?;
@@ -440,10 +447,11 @@ impl Store {
                 .await?,
         )?;
         match reply.as_slice() {
-            [run, fence] if run == "run" => Ok(Start::Run {
+            [run, fence, deadline] if run == "run" => Ok(Start::Run {
                 fence: fence
                     .parse()
                     .map_err(|_| StoreError::Corrupt(format!("fence {fence}")))?,
+                deadline_ms: deadline.parse().ok(),
             }),
             [skip, why] if skip == "skip" => Ok(Start::Skip(why.clone())),
             other => Err(StoreError::Corrupt(format!("start: {other:?}"))),

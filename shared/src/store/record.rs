@@ -11,6 +11,9 @@ use crate::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
 use crate::protocol::tasks::{DetailedTask, TaskStatus};
 use crate::protocol::time::rfc3339_millis;
 
+/// Status message and error message of a task whose TTL passed before it ended.
+pub const EXPIRED: &str = "Task expired before completion";
+
 /// One task hash, decoded.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TaskRecord {
@@ -102,6 +105,36 @@ impl TaskRecord {
 
     /// Render as the spec's `DetailedTask`, with only the fields of its status (T-20).
     pub fn to_detailed(&self) -> DetailedTask {
+        self.to_detailed_at(crate::protocol::time::now_millis())
+    }
+
+    /// `createdAt + ttlMs`, if the task expires.
+    pub fn deadline_ms(&self) -> Option<i64> {
+        self.ttl_ms.map(|ttl| {
+            self.created_ms
+                .saturating_add(i64::try_from(ttl).unwrap_or(i64::MAX))
+        })
+    }
+
+    /// Render as of `now_ms`: an unfinished task past its TTL reads as failed with
+    /// -32603 "Task expired before completion", last updated at its deadline — exactly the
+    /// state the scripts write when they notice the expiry (T-52).
+    pub fn to_detailed_at(&self, now_ms: i64) -> DetailedTask {
+        if let Some(deadline) = self.deadline_ms()
+            && now_ms >= deadline
+            && !self.is_terminal()
+        {
+            let expired = TaskRecord {
+                status: Some(TaskStatus::Failed),
+                message: Some(EXPIRED.to_owned()),
+                error: Some(format!(
+                    r#"{{"code":{INTERNAL_ERROR},"message":"{EXPIRED}"}}"#
+                )),
+                updated_ms: self.updated_ms.max(deadline),
+                ..self.clone()
+            };
+            return expired.to_detailed_at(i64::MIN);
+        }
         let raw = |s: &String| RawValue::from_string(s.clone()).ok();
         let (status, error) = match self.status {
             Some(status) => (status, None),
@@ -209,6 +242,36 @@ mod tests {
         assert_eq!(v["error"]["code"], -32603);
         assert_eq!(v["statusMessage"], "boom");
         assert!(v["ttlMs"].is_null());
+    }
+
+    /// T-52: unfinished past the TTL reads as failed, as the scripts would write it.
+    #[test]
+    fn unfinished_task_past_its_ttl_reads_as_failed() {
+        let rec = TaskRecord::from_fields(
+            "t",
+            fields(&[
+                ("status", "working"),
+                ("created", "1000"),
+                ("updated", "1500"),
+                ("ttl", "2000"),
+            ]),
+        )
+        .unwrap();
+        let before = serde_json::to_value(rec.to_detailed_at(2999)).unwrap();
+        assert_eq!(before["status"], "working");
+        let after = serde_json::to_value(rec.to_detailed_at(3000)).unwrap();
+        assert_eq!(after["status"], "failed");
+        assert_eq!(after["error"]["code"], -32603);
+        assert_eq!(after["error"]["message"], "Task expired before completion");
+        assert_eq!(after["lastUpdatedAt"], "1970-01-01T00:00:03.000Z");
+        let done = TaskRecord {
+            status: Some(TaskStatus::Completed),
+            ..rec
+        };
+        assert_eq!(
+            serde_json::to_value(done.to_detailed_at(9999)).unwrap()["status"],
+            "completed"
+        );
     }
 
     #[test]

@@ -5,9 +5,13 @@
 -- ARGV[1] channel  ARGV[2] owner
 -- ARGV[3..] triples: key, shape mask (1 elicit, 2 sampling, 4 roots), answer JSON
 -- Returns: {'ok'} | {'notfound'} | {'invalid', key, method}
-local st = redis.call('HMGET', KEYS[1], 'status', 'owner', 'updated')
+local st = redis.call('HMGET', KEYS[1], 'status', 'owner', 'updated', 'created', 'ttl')
 if not st[1] or st[2] ~= ARGV[2] then return {'notfound'} end
 if is_terminal(st[1]) then return {'ok'} end
+if past_ttl(st[4], st[5]) then
+  expire(KEYS[1], ARGV[1], st[4], st[5], st[3])
+  return {'ok'}
+end
 local bits = { ['elicitation/create'] = 1, ['sampling/createMessage'] = 2, ['roots/list'] = 4 }
 local apply = {}
 for i = 3, #ARGV, 3 do

@@ -5,9 +5,13 @@
 -- ARGV[3..] pairs: key, request JSON
 -- Returns: {'answered', key, answer, ...} when every key has an answer, {'waiting'},
 --          {'gone'} | {'fenced'} | {'terminal'}, or an error reply on key reuse.
-local st = redis.call('HMGET', KEYS[1], 'status', 'fence', 'updated')
+local st = redis.call('HMGET', KEYS[1], 'status', 'fence', 'updated', 'created', 'ttl')
 if not st[1] then return {'gone'} end
 if is_terminal(st[1]) then return {'terminal'} end
+if past_ttl(st[4], st[5]) then
+  expire(KEYS[1], ARGV[1], st[4], st[5], st[3])
+  return {'terminal'}
+end
 if st[2] ~= ARGV[2] then return {'fenced'} end
 local answers = {'answered'}
 local added = 0

@@ -4,9 +4,13 @@
 -- KEYS[1] task hash
 -- ARGV[1] channel  ARGV[2] owner
 -- Returns: {'ok'} | {'notfound'}
-local st = redis.call('HMGET', KEYS[1], 'status', 'owner', 'fence', 'cancel', 'updated')
+local st = redis.call('HMGET', KEYS[1], 'status', 'owner', 'fence', 'cancel', 'updated', 'created', 'ttl')
 if not st[1] or st[2] ~= ARGV[2] then return {'notfound'} end
 if is_terminal(st[1]) then return {'ok'} end
+if past_ttl(st[6], st[7]) then
+  expire(KEYS[1], ARGV[1], st[6], st[7], st[5])
+  return {'ok'}
+end
 if not st[3] or st[1] == 'input_required' then
   redis.call('HSET', KEYS[1], 'status', 'cancelled', 'msg', 'Cancelled by request', 'pending', 0)
   touch(KEYS[1], st[5])

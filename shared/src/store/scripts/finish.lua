@@ -5,7 +5,7 @@
 -- ARGV[5] status  ARGV[6] field ('result' | 'error' | '')  ARGV[7] payload JSON
 -- ARGV[8] status message ('' = keep)
 -- Returns: {'ok'} | {'gone'} | {'terminal', status} | {'fenced'}
-local st = redis.call('HMGET', KEYS[1], 'status', 'fence', 'updated')
+local st = redis.call('HMGET', KEYS[1], 'status', 'fence', 'updated', 'created', 'ttl')
 if not st[1] then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'gone'}
@@ -13,6 +13,12 @@ end
 if is_terminal(st[1]) then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'terminal', st[1]}
+end
+if past_ttl(st[4], st[5]) then
+  -- Work that ends after its TTL ends failed, whatever it produced.
+  expire(KEYS[1], ARGV[1], st[4], st[5], st[3])
+  ack(KEYS[2], ARGV[2], ARGV[3])
+  return {'terminal', 'failed'}
 end
 if st[2] ~= ARGV[4] then return {'fenced'} end
 redis.call('HSET', KEYS[1], 'status', ARGV[5], 'pending', 0)

@@ -24,6 +24,27 @@ local function publish(key, channel)
   redis.call('PUBLISH', channel, cjson.encode(redis.call('HGETALL', key)))
 end
 
+-- TTL (T-52): a task still running when createdAt + ttlMs passes ends failed with this
+-- error (code -32603, internal error), and its lastUpdatedAt is that instant — the same
+-- state readers render for an unfinished task past its TTL.
+local EXPIRED = 'Task expired before completion'
+local EXPIRED_ERROR = '{"code":-32603,"message":"Task expired before completion"}'
+
+local function past_ttl(created, ttl)
+  if not ttl or ttl == '' or not created then return false end
+  return now_ms() >= tonumber(created) + tonumber(ttl)
+end
+
+local function expire(key, channel, created, ttl, updated)
+  local at = tonumber(created) + tonumber(ttl)
+  local prev = tonumber(updated or '0') or 0
+  if prev > at then at = prev end
+  redis.call('HSET', key, 'status', 'failed', 'msg', EXPIRED, 'error', EXPIRED_ERROR,
+    'pending', 0, 'updated', string.format('%d', at))
+  redis.call('HINCRBY', key, 'ver', 1)
+  publish(key, channel)
+end
+
 local function ack(stream, group, entry)
   redis.call('XACK', stream, group, entry)
   redis.call('XDEL', stream, entry)

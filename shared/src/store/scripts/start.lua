@@ -4,8 +4,8 @@
 -- ARGV[5] most deliveries: the fence counts starts, so a job whose runs keep being
 --         interrupted (its worker dies) ends failed instead of looping forever.
 -- ARGV[6] the JSON-RPC error code it then fails with
--- Returns: {'run', fence} | {'skip', reason}  (skipped entries are acknowledged and deleted)
-local st = redis.call('HMGET', KEYS[1], 'status', 'cancel', 'updated')
+-- Returns: {'run', fence, deadline ms ('' = none)} | {'skip', reason}  (skipped entries are acknowledged and deleted)
+local st = redis.call('HMGET', KEYS[1], 'status', 'cancel', 'updated', 'created', 'ttl')
 if not st[1] then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'skip', 'gone'}
@@ -13,6 +13,11 @@ end
 if is_terminal(st[1]) then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'skip', st[1]}
+end
+if past_ttl(st[4], st[5]) then
+  expire(KEYS[1], ARGV[1], st[4], st[5], st[3])
+  ack(KEYS[2], ARGV[2], ARGV[3])
+  return {'skip', 'expired'}
 end
 if st[2] == '1' then
   redis.call('HSET', KEYS[1], 'status', 'cancelled', 'msg', 'Cancelled by request')
@@ -34,4 +39,6 @@ if fence > most then
   return {'skip', 'interrupted'}
 end
 redis.call('HSET', KEYS[1], 'worker', ARGV[4])
-return {'run', tostring(fence)}
+local deadline = ''
+if st[5] and st[5] ~= '' then deadline = string.format('%d', tonumber(st[4]) + tonumber(st[5])) end
+return {'run', tostring(fence), deadline}
