@@ -219,7 +219,7 @@ mod tests {
             ]),
         )
         .unwrap();
-        let v = serde_json::to_value(rec.to_detailed()).unwrap();
+        let v = serde_json::to_value(rec.to_detailed_at(2000)).unwrap();
         assert_eq!(v["status"], "input_required");
         assert_eq!(v["inputRequests"]["q"]["method"], "roots/list");
         assert!(v.get("result").is_none());
