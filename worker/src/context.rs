@@ -57,10 +57,27 @@ pub(crate) struct ContextParts {
     pub(crate) parked: Arc<std::sync::atomic::AtomicBool>,
 }
 
-fn store_error(e: StoreError) -> ToolError {
-    match e {
-        StoreError::Rejected(why) => ToolError::internal(why),
-        other => ToolError::internal(format!("task state could not be written: {other}")),
+/// Run a store write, waiting out Redis outages (the handler pauses, then resumes) until
+/// the run is stopped. Only a write the store refuses for its content is an error.
+async fn persist<T, F, Fut>(stop: &CancellationToken, mut op: F) -> Result<T, ToolError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let mut backoff = std::time::Duration::from_millis(100);
+    loop {
+        match op().await {
+            Ok(v) => return Ok(v),
+            Err(StoreError::Rejected(why)) => return Err(ToolError::internal(why)),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot write task state; retrying");
+                tokio::select! {
+                    () = stop.cancelled() => return Err(ToolError::Stopped),
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(2));
+            }
+        }
     }
 }
 
@@ -103,14 +120,14 @@ impl TaskContext {
     /// [`ToolError::Stopped`] when the task no longer runs here.
     pub async fn set_status(&self, message: impl AsRef<str>) -> Result<(), ToolError> {
         let i = &self.inner;
-        match i
-            .store
-            .set_message(&i.task_id, i.fence, message.as_ref())
-            .await
+        let message = message.as_ref();
+        match persist(&i.stop, || {
+            i.store.set_message(&i.task_id, i.fence, message)
+        })
+        .await?
         {
-            Ok(mcp_tasks_shared::store::Write::Ok) => Ok(()),
-            Ok(_) => Err(ToolError::Stopped),
-            Err(e) => Err(store_error(e)),
+            mcp_tasks_shared::store::Write::Ok => Ok(()),
+            _ => Err(ToolError::Stopped),
         }
     }
 
@@ -155,12 +172,7 @@ impl TaskContext {
             encoded.push((key.clone(), json));
         }
         let keys: Vec<String> = requests.into_iter().map(|(k, _)| k).collect();
-        match i
-            .store
-            .ask(&i.task_id, i.fence, &encoded)
-            .await
-            .map_err(store_error)?
-        {
+        match persist(&i.stop, || i.store.ask(&i.task_id, i.fence, &encoded)).await? {
             Ask::Answered(list) => return Ok(decode_answers(list)),
             Ask::Refused(_) => return Err(ToolError::Stopped),
             Ask::Waiting => {}

@@ -5,6 +5,7 @@ mod cluster_of_two;
 mod interop;
 mod lifecycle;
 mod listen;
+mod outage;
 mod processes;
 mod protocol;
 mod recovery;
