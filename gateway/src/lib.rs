@@ -85,9 +85,21 @@ pub async fn run(
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     let graceful = GracefulShutdown::new();
     tracing::info!(addr = %local, "gateway started");
+    // After SIGTERM: report not-ready but keep accepting for MCPT_DRAIN_DELAY, so load
+    // balancers stop routing here before the listener closes.
+    let stop_accepting = async {
+        shutdown.cancelled().await;
+        state.ready.store(false, Ordering::Relaxed);
+        tracing::info!(
+            delay_ms = state.config.drain_delay.as_millis() as u64,
+            "not ready; draining soon"
+        );
+        tokio::time::sleep(state.config.drain_delay).await;
+    };
+    tokio::pin!(stop_accepting);
     loop {
         let (stream, peer) = tokio::select! {
-            () = shutdown.cancelled() => break,
+            () = &mut stop_accepting => break,
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -110,7 +122,6 @@ pub async fn run(
             }
         });
     }
-    state.ready.store(false, Ordering::Relaxed);
     tracing::info!("draining in-flight requests");
     if tokio::time::timeout(state.config.shutdown_grace, graceful.shutdown())
         .await

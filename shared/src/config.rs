@@ -68,6 +68,11 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
 pub const ENV_MAX_DELIVERIES: &str = "MCPT_MAX_DELIVERIES";
 /// Default bound on starts.
 pub const DEFAULT_MAX_DELIVERIES: u32 = 5;
+/// After SIGTERM, how long the gateway keeps serving while reporting not-ready, so load
+/// balancers take it out of rotation before it stops accepting.
+pub const ENV_DRAIN_DELAY: &str = "MCPT_DRAIN_DELAY";
+/// Default drain delay.
+pub const DEFAULT_DRAIN_DELAY: Duration = Duration::from_secs(2);
 /// Log format: `text` or `json`.
 pub const ENV_LOG_FORMAT: &str = "MCPT_LOG_FORMAT";
 
@@ -216,6 +221,8 @@ pub struct GatewayConfig {
     pub auto_wait: Duration,
     /// `MCPT_SHUTDOWN_GRACE`, default 30s: in-flight requests get this long.
     pub shutdown_grace: Duration,
+    /// `MCPT_DRAIN_DELAY`, default 2s: serving while not-ready after SIGTERM.
+    pub drain_delay: Duration,
     /// TTL bounds.
     pub tasks: TaskDefaults,
 }
@@ -279,6 +286,13 @@ impl GatewayConfig {
                 src,
                 ENV_SHUTDOWN_GRACE,
                 DEFAULT_SHUTDOWN_GRACE,
+                DURATION,
+                parse_duration,
+            )?,
+            drain_delay: parsed(
+                src,
+                ENV_DRAIN_DELAY,
+                DEFAULT_DRAIN_DELAY,
                 DURATION,
                 parse_duration,
             )?,

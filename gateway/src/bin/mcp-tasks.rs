@@ -55,6 +55,10 @@ fn up() -> ExitCode {
             worker_config.redis_url = url;
             redis = Some((child, dir));
         }
+        // One process for everything: nothing routes around it, so no drain delay.
+        if std::env::var(mcp_tasks_shared::config::ENV_DRAIN_DELAY).is_err() {
+            gateway_config.drain_delay = Duration::ZERO;
+        }
         let listener = tokio::net::TcpListener::bind(gateway_config.listen_addr)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", gateway_config.listen_addr))?;

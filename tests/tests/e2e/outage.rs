@@ -100,3 +100,28 @@ async fn everything_resumes_after_redis_comes_back() -> Result<()> {
     ctx.cleanup().await;
     Ok(())
 }
+
+/// Task state must never be evicted: a Redis with an evicting policy is warned about loudly.
+#[tokio::test]
+async fn evicting_redis_policy_is_warned_about() -> Result<()> {
+    let redis = RedisServer::start()?;
+    redis.cli(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"])?;
+    let gateway = Gateway::start(&redis.url(), &[])?;
+    let mut worker = Worker::start(&redis.url(), &[])?;
+    poll_until(Duration::from_secs(10), || async {
+        let both = gateway
+            .process
+            .log_text()
+            .contains("maxmemory-policy noeviction")
+            && worker
+                .process
+                .log_text()
+                .contains("maxmemory-policy noeviction");
+        both.then_some(())
+    })
+    .await
+    .context("no eviction warning in the logs")?;
+    assert!(gateway.process.log_text().contains("allkeys-lru"));
+    worker.process.kill();
+    Ok(())
+}

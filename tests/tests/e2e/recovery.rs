@@ -133,3 +133,51 @@ async fn sigterm_hands_a_parked_task_to_another_worker() -> Result<()> {
     ctx.cleanup().await;
     Ok(())
 }
+
+/// SIGTERM on a gateway: it reports not-ready while it still serves (MCPT_DRAIN_DELAY), ends
+/// each listen stream with the listen response (B-40), and exits 0.
+#[tokio::test]
+async fn gateway_sigterm_reports_not_ready_and_closes_streams_cleanly() -> Result<()> {
+    let mut ctx = TestContext::start(0, 1).await?;
+    ctx.gateways.push(mcp_tasks_tests::Gateway::start(
+        &ctx.redis.url(),
+        &env(&[("MCPT_DRAIN_DELAY", "1s")]),
+    )?);
+    ctx.wait_for_tools().await?;
+    let client = ctx.client();
+    let id = client.start_task("sleep", json!({"ms": 30000})).await?;
+    let mut sub = client.listen("bye", &[&id]).await?;
+    let ack = sub.next(WITHIN).await.context("no ack")?;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    let pid = ctx.gateways[0].process.child().id().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()?;
+    poll_until(WITHIN, || async {
+        let r = client
+            .send_raw("GET", "/readyz", &[], Default::default())
+            .await
+            .ok()?;
+        (r.status() == 503).then_some(())
+    })
+    .await
+    .context("not-ready was never reported")?;
+    // The stream: the task's snapshot, then the listen response, then its end.
+    let mut response = None;
+    while let Some(msg) = sub.next(WITHIN).await {
+        if msg.get("id").is_some() {
+            response = Some(msg);
+        }
+    }
+    let response = response.context("the stream ended without the listen response")?;
+    assert_eq!(response["id"], "bye", "{response}");
+    assert_eq!(response["result"]["resultType"], "complete", "{response}");
+    assert_eq!(
+        response["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "bye"
+    );
+    let status = ctx.gateways[0].process.terminate(WITHIN)?;
+    assert!(status.success(), "exit status {status}");
+    ctx.cleanup().await;
+    Ok(())
+}
