@@ -91,12 +91,17 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
                 DispatchError::InvalidRequest("id must not be null".into()),
             ));
         }
-        Some(v) => Some(serde_json::from_value::<Id>(v.clone()).map_err(|_| {
-            (
-                None,
-                DispatchError::InvalidRequest("id must be a string or an integer".into()),
-            )
-        })?),
+        Some(v) => Some(
+            serde_json::from_value::<Id>(v.clone())
+                .ok()
+                .filter(Id::is_valid)
+                .ok_or_else(|| {
+                    (
+                        None,
+                        DispatchError::InvalidRequest("id must be a string or an integer".into()),
+                    )
+                })?,
+        ),
     };
     let reject = |e: DispatchError| (id.clone(), e);
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
@@ -216,6 +221,9 @@ fn required_header(h: &RoutingHeader, name: &str) -> Result<String, DispatchErro
         Some(Err(HeaderValueError::InvalidCharacters)) => Err(DispatchError::HeaderMismatch(
             format!("the {name} header has invalid characters"),
         )),
+        Some(Err(HeaderValueError::Repeated)) => Err(DispatchError::HeaderMismatch(format!(
+            "the {name} header was sent more than once"
+        ))),
         Some(Err(HeaderValueError::BadSentinel)) => Err(DispatchError::HeaderMismatch(format!(
             "the {name} header has a malformed =?base64?…?= value"
         ))),

@@ -12,6 +12,8 @@ pub(crate) enum HeaderValueError {
     InvalidCharacters,
     /// A malformed `=?base64?…?=` value.
     BadSentinel,
+    /// The header was sent more than once.
+    Repeated,
 }
 
 /// One routing header: absent, usable, or malformed.
@@ -40,7 +42,13 @@ impl Routing {
 }
 
 fn read(headers: &HeaderMap, name: &str) -> RoutingHeader {
-    let raw = headers.get(name)?;
+    let mut values = headers.get_all(name).iter();
+    let raw = values.next()?;
+    // Several lines of one header are one comma-joined value (RFC 9110 §5.3), which never
+    // equals a single method, name or version: refuse it rather than pick a line.
+    if values.next().is_some() {
+        return Some(Err(HeaderValueError::Repeated));
+    }
     Some(decode_value(raw.as_bytes()))
 }
 

@@ -111,10 +111,14 @@ pub(crate) async fn serve(
     })
 }
 
-fn media_types(v: Option<&HeaderValue>) -> Vec<String> {
-    v.and_then(|v| v.to_str().ok())
-        .map(|s| {
-            s.split(',')
+/// The media types a header lists, over all its lines (RFC 9110 §5.3); `None` when a line
+/// is not text.
+fn media_types(headers: &hyper::HeaderMap, name: header::HeaderName) -> Option<Vec<String>> {
+    let mut types = Vec::new();
+    for line in headers.get_all(name) {
+        let line = line.to_str().ok()?;
+        types.extend(
+            line.split(',')
                 .map(|part| {
                     part.split(';')
                         .next()
@@ -122,9 +126,10 @@ fn media_types(v: Option<&HeaderValue>) -> Vec<String> {
                         .trim()
                         .to_ascii_lowercase()
                 })
-                .collect()
-        })
-        .unwrap_or_default()
+                .filter(|t| !t.is_empty()),
+        );
+    }
+    Some(types)
 }
 
 async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
@@ -141,16 +146,18 @@ async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
             "Host not allowed: this server only answers loopback names",
         );
     }
-    let content_type = media_types(headers.get(header::CONTENT_TYPE));
-    if content_type.first().map(String::as_str) != Some("application/json") {
+    let content_type = media_types(headers, header::CONTENT_TYPE).unwrap_or_default();
+    if content_type.as_slice() != ["application/json"] {
         return reject(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "Content-Type must be application/json",
         );
     }
-    let accept = media_types(headers.get(header::ACCEPT));
+    // An Accept header that is not text names nothing acceptable.
+    let absent = headers.get(header::ACCEPT).is_none();
+    let accept = media_types(headers, header::ACCEPT).unwrap_or_default();
     let accepts = |t: &str| {
-        accept.is_empty()
+        absent
             || accept.iter().any(|a| {
                 a == t || a == "*/*" || a == &format!("{}/*", t.split('/').next().unwrap_or(""))
             })

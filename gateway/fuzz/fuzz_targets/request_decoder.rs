@@ -682,7 +682,10 @@ fn structured_case(mode: u8, modes: [HeaderMode; 3], rest: &[u8]) {
     }
     if src.pick(8) == 0 {
         let k = src.string();
-        if !matches!(k.as_str(), "jsonrpc" | "id" | "method" | "params" | "result" | "error") {
+        if !matches!(
+            k.as_str(),
+            "jsonrpc" | "id" | "method" | "params" | "result" | "error"
+        ) {
             obj.insert(k, src.value(1));
         }
     }
@@ -762,8 +765,11 @@ fn expect(s: &Shape, seen: [Seen; 3]) -> Option<Result<bool, (u16, i64)>> {
     }
     let [version, method_h, name_h] = seen;
     let known = METHODS.contains(&method);
-    let name_required =
-        known && matches!(method, "tools/call" | "tasks/get" | "tasks/update" | "tasks/cancel");
+    let name_required = known
+        && matches!(
+            method,
+            "tools/call" | "tasks/get" | "tasks/update" | "tasks/cancel"
+        );
     // Legacy `initialize` without a modern version: -32022 naming the versions (B-24).
     if method == "initialize"
         && matches!(

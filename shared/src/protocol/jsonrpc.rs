@@ -26,10 +26,20 @@ pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Id {
-    /// An integer id.
-    Number(i64),
+    /// An integer id (any JSON integer, signed or unsigned 64-bit; see [`Id::is_valid`]).
+    Number(serde_json::Number),
     /// A string id.
     String(String),
+}
+
+impl Id {
+    /// Whether the id is a string or an integer (JSON-RPC allows no fractions here, B-02).
+    pub fn is_valid(&self) -> bool {
+        match self {
+            Id::Number(n) => n.is_i64() || n.is_u64(),
+            Id::String(_) => true,
+        }
+    }
 }
 
 impl std::fmt::Display for Id {
@@ -162,7 +172,12 @@ mod tests {
     fn ids_round_trip_with_their_json_type() {
         let n: Id = serde_json::from_str("7").unwrap();
         let s: Id = serde_json::from_str("\"7\"").unwrap();
-        assert_eq!(n, Id::Number(7));
+        assert_eq!(n, Id::Number(7.into()));
+        let big: Id = serde_json::from_str("18446744073709551615").unwrap();
+        assert!(big.is_valid());
+        assert_eq!(serde_json::to_string(&big).unwrap(), "18446744073709551615");
+        let frac: Id = serde_json::from_str("1.5").unwrap();
+        assert!(!frac.is_valid());
         assert_eq!(s, Id::String("7".into()));
         assert_eq!(serde_json::to_string(&n).unwrap(), "7");
         assert_eq!(serde_json::to_string(&s).unwrap(), "\"7\"");
