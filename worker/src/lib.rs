@@ -128,10 +128,8 @@ pub async fn run(
     let heartbeat = tokio::spawn(heartbeat(store.clone(), adverts, shutdown.clone()));
     let renewing = CancellationToken::new();
     let renewer = tokio::spawn(runner.clone().renew_loop(renewing.clone()));
-    let sweeper = tokio::spawn(runner.clone().sweep_loop(shutdown.clone()));
     runner.clone().read_loop(shutdown).await;
     heartbeat.abort();
-    let _ = sweeper.await;
     // Tasks waiting for input would hold the shutdown for the whole grace period: give them
     // to other workers now. Running jobs keep their claims (renewed) while they finish.
     runner

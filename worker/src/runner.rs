@@ -43,18 +43,34 @@ pub(crate) struct Runner {
 }
 
 impl Runner {
-    /// Read and dispatch jobs until `shutdown` fires.
+    /// Read and dispatch jobs until `shutdown` fires. Every job is given a slot before it
+    /// is read or reclaimed, so nothing sits delivered but unrenewed waiting for one; and
+    /// jobs abandoned by a dead worker are taken before new ones.
     pub(crate) async fn read_loop(self: Arc<Self>, shutdown: CancellationToken) {
         let mut reader = None;
         let mut backoff = Duration::from_millis(100);
+        let sweep_every = (self.lease / 3).clamp(Duration::from_secs(1), Duration::from_secs(5));
+        let mut next_sweep = Instant::now();
+        let mut cursors: HashMap<String, String> = HashMap::new();
         while !shutdown.is_cancelled() {
-            // Block on the read holding one slot only: slots a parked task needs to resume
-            // must stay free while the read waits (up to READ_BLOCK).
             let first = tokio::select! {
                 () = shutdown.cancelled() => break,
                 p = self.slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
             };
-            let want = (1 + self.slots.available_permits()).min(MAX_BATCH);
+            let mut permits = vec![first];
+            while permits.len() < MAX_BATCH {
+                match self.slots.clone().try_acquire_owned() {
+                    Ok(p) => permits.push(p),
+                    Err(_) => break,
+                }
+            }
+            if Instant::now() >= next_sweep {
+                next_sweep = Instant::now() + sweep_every;
+                self.sweep(&mut permits, &mut cursors, sweep_every).await;
+                if permits.is_empty() {
+                    continue;
+                }
+            }
             if reader.is_none() {
                 match self.store.job_reader().await {
                     Ok(r) => reader = Some(r),
@@ -66,10 +82,18 @@ impl Runner {
                 }
             }
             let Some(r) = reader.as_mut() else { continue };
-            let read = tokio::select! {
-                () = shutdown.cancelled() => break,
-                r = r.read(&self.queues, &self.consumer, want, READ_BLOCK) => r,
-            };
+            // With every free slot in hand, take what is there without waiting; wait only
+            // holding one slot, so a parked task can resume while the read blocks.
+            let mut read = r
+                .read(&self.queues, &self.consumer, permits.len(), None)
+                .await;
+            if matches!(&read, Ok(found) if found.is_empty()) {
+                permits.truncate(1);
+                read = tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    r = r.read(&self.queues, &self.consumer, 1, Some(READ_BLOCK)) => r,
+                };
+            }
             let deliveries = match read {
                 Ok(d) => {
                     backoff = Duration::from_millis(100);
@@ -85,15 +109,56 @@ impl Runner {
                     continue;
                 }
             };
-            let mut first = Some(first);
             for d in deliveries {
-                let permit = match first.take() {
-                    Some(p) => p,
-                    None => match self.slots.clone().acquire_owned().await {
-                        Ok(p) => p,
-                        Err(_) => break,
-                    },
+                let Some(permit) = permits.pop() else {
+                    tracing::error!("more jobs delivered than slots in hand");
+                    break;
                 };
+                self.dispatch(d, permit);
+            }
+        }
+    }
+
+    /// Take over jobs whose worker stopped renewing them, one slot in `permits` each; one
+    /// worker per queue sweeps at a time (the sweep lease), with a bounded count.
+    async fn sweep(
+        self: &Arc<Self>,
+        permits: &mut Vec<OwnedSemaphorePermit>,
+        cursors: &mut HashMap<String, String>,
+        hold: Duration,
+    ) {
+        for queue in &self.queues {
+            if permits.is_empty() {
+                return;
+            }
+            match self
+                .store
+                .take_sweep_lease(queue, &self.consumer, hold)
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    tracing::debug!(error = %e, "cannot take the sweep lease");
+                    continue;
+                }
+            }
+            let cursor = cursors.get(queue).map_or("0-0", String::as_str).to_owned();
+            let (found, next) = match self
+                .store
+                .reclaim(queue, &self.consumer, self.lease, &cursor, permits.len())
+                .await
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(queue.name = %queue, error = %e, "sweep failed");
+                    continue;
+                }
+            };
+            cursors.insert(queue.clone(), next);
+            for d in found {
+                let Some(permit) = permits.pop() else { return };
+                tracing::info!(task.id = %d.task_id, queue.name = %queue, "reclaimed a job its worker abandoned");
                 self.dispatch(d, permit);
             }
         }
@@ -124,66 +189,6 @@ impl Runner {
             tokio::select! {
                 () = stop.cancelled() => return,
                 _ = tick.tick() => self.claims.renew(&self.store, &self.consumer).await,
-            }
-        }
-    }
-
-    /// Take over jobs whose worker stopped renewing them, as free slots allow, until `stop`.
-    pub(crate) async fn sweep_loop(self: Arc<Self>, stop: CancellationToken) {
-        const MOST_PER_SWEEP: usize = 100;
-        // Often enough that a job given up at shutdown is taken within seconds.
-        let every = (self.lease / 3).clamp(Duration::from_secs(1), Duration::from_secs(5));
-        let mut tick = tokio::time::interval(every);
-        let mut cursors: HashMap<String, String> = HashMap::new();
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                _ = tick.tick() => {}
-            }
-            for queue in &self.queues {
-                let free = self.slots.available_permits().min(MOST_PER_SWEEP);
-                if free == 0 {
-                    break;
-                }
-                match self
-                    .store
-                    .take_sweep_lease(queue, &self.consumer, every)
-                    .await
-                {
-                    Ok(true) => {}
-                    Ok(false) => continue,
-                    Err(e) => {
-                        tracing::debug!(error = %e, "cannot take the sweep lease");
-                        continue;
-                    }
-                }
-                let cursor = cursors
-                    .get(queue)
-                    .cloned()
-                    .unwrap_or_else(|| "0-0".to_owned());
-                let (found, next) = match self
-                    .store
-                    .reclaim(queue, &self.consumer, self.lease, &cursor, free)
-                    .await
-                {
-                    Ok(r) => r,
-                    Err(e) => {
-                        tracing::warn!(queue.name = %queue, error = %e, "sweep failed");
-                        continue;
-                    }
-                };
-                cursors.insert(queue.clone(), next);
-                for d in found {
-                    tracing::info!(task.id = %d.task_id, queue.name = %queue, "reclaimed a job its worker abandoned");
-                    let permit = match self.slots.clone().try_acquire_owned() {
-                        Ok(p) => p,
-                        Err(_) => match self.slots.clone().acquire_owned().await {
-                            Ok(p) => p,
-                            Err(_) => return,
-                        },
-                    };
-                    self.dispatch(d, permit);
-                }
             }
         }
     }

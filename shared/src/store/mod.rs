@@ -708,7 +708,8 @@ pub struct JobReader {
 }
 
 impl JobReader {
-    /// Read up to `count` new jobs from `queues` for `consumer`, blocking up to `block`.
+    /// Read up to `count` new jobs from `queues` for `consumer`, blocking up to `block`
+    /// (at most [`READ_BLOCK`]) when there is none, or not at all for `None`.
     ///
     /// # Errors
     /// Redis unavailable.
@@ -717,14 +718,18 @@ impl JobReader {
         queues: &[String],
         consumer: &str,
         count: usize,
-        block: Duration,
+        block: Option<Duration>,
     ) -> StoreResult<Vec<Delivery>> {
         let keys: Vec<String> = queues.iter().map(|q| keys::queue_key(q)).collect();
         let ids: Vec<&str> = queues.iter().map(|_| ">").collect();
-        let opts = StreamReadOptions::default()
+        let mut opts = StreamReadOptions::default()
             .group(keys::GROUP, consumer)
-            .count(count)
-            .block(usize::try_from(block.min(READ_BLOCK).as_millis()).unwrap_or(0));
+            .count(count);
+        if let Some(block) = block {
+            // Never 0: BLOCK 0 waits forever.
+            let ms = block.min(READ_BLOCK).as_millis().max(1);
+            opts = opts.block(usize::try_from(ms).unwrap_or(1));
+        }
         let reply: Option<StreamReadReply> = self.con.xread_options(&keys, &ids, &opts).await?;
         let mut out = Vec::new();
         for stream in reply.map(|r| r.keys).unwrap_or_default() {

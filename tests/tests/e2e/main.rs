@@ -2,6 +2,7 @@
 //! real binaries; each names the checklist ids it covers.
 
 mod bad_input;
+mod chaos;
 mod cluster_of_two;
 mod interop;
 mod lifecycle;

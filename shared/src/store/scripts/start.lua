@@ -39,6 +39,10 @@ if fence > most then
   return {'skip', 'interrupted'}
 end
 redis.call('HSET', KEYS[1], 'worker', ARGV[4])
+if fence > 1 then
+  -- A run again: tell any earlier run still going that it has been superseded.
+  publish(KEYS[1], ARGV[1])
+end
 local deadline = ''
 if st[5] and st[5] ~= '' then deadline = string.format('%d', tonumber(st[4]) + tonumber(st[5])) end
 return {'run', tostring(fence), deadline}
