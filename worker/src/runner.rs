@@ -24,6 +24,11 @@ use crate::tool::{Tool, ToolError};
 /// Most jobs taken in one read.
 const MAX_BATCH: usize = 64;
 
+/// How long one sweep holds the fleet-wide sweep lease. Short: a holder that keeps finding
+/// abandoned jobs extends it only while it has free slots; when it has none, the lease lapses
+/// and a worker with room (a fresh replacement, say) sweeps instead.
+const SWEEP_LEASE: Duration = Duration::from_millis(250);
+
 /// How often a running job's task is re-read without events (expiry publishes nothing).
 const RECHECK_EVERY: Duration = Duration::from_secs(10);
 
@@ -65,8 +70,14 @@ impl Runner {
                 }
             }
             if Instant::now() >= next_sweep {
-                next_sweep = Instant::now() + sweep_every;
-                self.sweep(&mut permits, &mut cursors, sweep_every).await;
+                // While a sweep finds abandoned jobs, sweep again with the next free slots
+                // before taking new jobs: interrupted work has waited longest.
+                let more = self.sweep(&mut permits, &mut cursors, SWEEP_LEASE).await;
+                next_sweep = if more {
+                    Instant::now()
+                } else {
+                    Instant::now() + sweep_every
+                };
                 if permits.is_empty() {
                     continue;
                 }
@@ -120,16 +131,18 @@ impl Runner {
     }
 
     /// Take over jobs whose worker stopped renewing them, one slot in `permits` each; one
-    /// worker per queue sweeps at a time (the sweep lease), with a bounded count.
+    /// worker per queue sweeps at a time (the sweep lease), with a bounded count. Returns
+    /// whether more abandoned jobs may be waiting.
     async fn sweep(
         self: &Arc<Self>,
         permits: &mut Vec<OwnedSemaphorePermit>,
         cursors: &mut HashMap<String, String>,
         hold: Duration,
-    ) {
+    ) -> bool {
+        let mut more = false;
         for queue in &self.queues {
             if permits.is_empty() {
-                return;
+                return true;
             }
             match self
                 .store
@@ -155,13 +168,18 @@ impl Runner {
                     continue;
                 }
             };
+            let asked = permits.len();
+            more |= !found.is_empty() && (found.len() >= asked || next != "0-0");
             cursors.insert(queue.clone(), next);
             for d in found {
-                let Some(permit) = permits.pop() else { return };
+                let Some(permit) = permits.pop() else {
+                    return true;
+                };
                 tracing::info!(task.id = %d.task_id, queue.name = %queue, "reclaimed a job its worker abandoned");
                 self.dispatch(d, permit);
             }
         }
+        more
     }
 
     /// Run a delivered (or reclaimed) job in its own task, holding its claim meanwhile.

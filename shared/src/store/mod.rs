@@ -606,8 +606,8 @@ impl Store {
         Ok(())
     }
 
-    /// Take the fleet-wide sweep lease of `queue` for `hold` (`SET NX PX`): only one worker
-    /// sweeps a queue at a time.
+    /// Take (or, holding it, extend) the fleet-wide sweep lease of `queue` for `hold`
+    /// (`SET NX PX`): only one worker sweeps a queue at a time.
     ///
     /// # Errors
     /// Redis unavailable.
@@ -618,15 +618,15 @@ impl Store {
         hold: Duration,
     ) -> StoreResult<bool> {
         let mut con = self.con.clone();
-        let set: Option<String> = redis::cmd("SET")
-            .arg(keys::sweep_key(queue))
+        let held: i64 = self
+            .scripts
+            .sweep_lease
+            .key(keys::sweep_key(queue))
             .arg(consumer)
-            .arg("NX")
-            .arg("PX")
             .arg(u64::try_from(hold.as_millis()).unwrap_or(u64::MAX))
-            .query_async(&mut con)
+            .invoke_async(&mut con)
             .await?;
-        Ok(set.is_some())
+        Ok(held == 1)
     }
 
     /// Claim up to `count` entries of `queue` idle for at least `min_idle` (their worker

@@ -11,6 +11,7 @@ pub(crate) struct Scripts {
     pub(crate) answer: Script,
     pub(crate) cancel: Script,
     pub(crate) finish: Script,
+    pub(crate) sweep_lease: Script,
 }
 
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
@@ -29,6 +30,7 @@ impl Scripts {
             answer: script(include_str!("scripts/answer.lua")),
             cancel: script(include_str!("scripts/cancel.lua")),
             finish: script(include_str!("scripts/finish.lua")),
+            sweep_lease: Script::new(include_str!("scripts/sweep_lease.lua")),
         }
     }
 }
