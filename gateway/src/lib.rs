@@ -38,8 +38,8 @@ pub(crate) struct State {
     /// Listening on loopback: `Host` must be a loopback name (DNS rebinding, B-17).
     pub(crate) loopback_only: bool,
     ready: AtomicBool,
-    /// Cancelled when shutdown starts: listen streams end gracefully.
-    pub(crate) shutdown: CancellationToken,
+    /// Cancelled when the gateway stops accepting: listen streams end gracefully.
+    pub(crate) streams_end: CancellationToken,
 }
 
 impl State {
@@ -79,7 +79,7 @@ pub async fn run(
         store,
         loopback_only: local.ip().is_loopback(),
         ready: AtomicBool::new(true),
-        shutdown: shutdown.clone(),
+        streams_end: CancellationToken::new(),
         config,
     });
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -95,6 +95,9 @@ pub async fn run(
             "not ready; draining soon"
         );
         tokio::time::sleep(state.config.drain_delay).await;
+        // Listen streams end now, when the listener closes, not at SIGTERM: a client that
+        // reconnects during the drain delay would land here again.
+        state.streams_end.cancel();
     };
     tokio::pin!(stop_accepting);
     loop {

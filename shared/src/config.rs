@@ -185,7 +185,14 @@ impl TaskDefaults {
     pub fn from_source(src: &dyn Source) -> Result<Self, ConfigError> {
         const DUR: &str = "a duration like 500ms, 30s, 5m or 1h";
         let ttl = parsed(src, ENV_DEFAULT_TTL, DEFAULT_TTL, DUR, parse_duration)?;
-        let max_ttl = parsed(src, ENV_MAX_TTL, DEFAULT_MAX_TTL, DUR, parse_duration)?;
+        // Bounded so createdAt + ttlMs stays an exact integer in Redis' Lua (doubles).
+        let max_ttl = parsed(
+            src,
+            ENV_MAX_TTL,
+            DEFAULT_MAX_TTL,
+            "a duration of at most 365d",
+            |s| parse_duration(s).filter(|d| *d <= Duration::from_secs(365 * 24 * 3600)),
+        )?;
         let poll_interval = parsed(src, ENV_POLL_INTERVAL, DEFAULT_POLL_INTERVAL, DUR, |s| {
             parse_duration(s).filter(|d| !d.is_zero())
         })?;

@@ -1,13 +1,13 @@
 //! Claims on stream entries (ARCHITECTURE.md "Worker loop"): which jobs this worker holds,
-//! renewing them while they run, sweeping a queue for jobs whose worker died, and giving
-//! jobs up at shutdown so another worker takes them at once.
+//! renewing them while they run, and giving jobs up at shutdown so another worker takes them
+//! at once. (Sweeping for jobs whose worker died is in the read loop, `runner.rs`.)
 //!
 //! A claim lapses when its entry has been idle for the lease: a worker renews its entries
-//! every third of the lease (`XCLAIM … JUSTID`, chunked), and one worker per queue at a time
-//! (a `SET NX PX` lease) sweeps with a bounded `XAUTOCLAIM`. Whoever runs a task again takes
+//! every third of the lease (`XCLAIM … JUSTID`, chunked). Whoever runs a task again takes
 //! a new fencing token, so a worker that lost its claim can no longer write the task.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,16 +17,23 @@ use tokio::task::AbortHandle;
 
 /// One job this worker holds.
 struct Held {
+    /// Its task.
+    task_id: String,
     /// The handler is waiting for input (holds no slot; nothing to lose by giving it up).
     parked: Arc<AtomicBool>,
     /// Stops the job's task.
     abort: Option<AbortHandle>,
 }
 
+/// Held entries of one queue: (entry id, task id).
+type Entries = Vec<(String, String)>;
+
 /// (queue, entry id) → the job.
 #[derive(Default)]
 pub(crate) struct Claims {
     held: Mutex<HashMap<(String, String), Held>>,
+    /// Serialises renewals and hand-overs, so a renewal in flight cannot undo a hand-over.
+    writes: tokio::sync::Mutex<()>,
 }
 
 impl Claims {
@@ -37,14 +44,26 @@ impl Claims {
     }
 
     /// Record a job as held; `parked` is set by its context while it waits for input.
-    pub(crate) fn hold(&self, queue: &str, entry: &str, parked: Arc<AtomicBool>) {
-        self.lock().insert(
-            (queue.to_owned(), entry.to_owned()),
-            Held {
-                parked,
-                abort: None,
-            },
-        );
+    /// `false` when this worker already runs that entry (its own sweep took it back after
+    /// renewals failed): the running one keeps it and no second run starts.
+    pub(crate) fn hold(
+        &self,
+        queue: &str,
+        entry: &str,
+        task_id: &str,
+        parked: Arc<AtomicBool>,
+    ) -> bool {
+        match self.lock().entry((queue.to_owned(), entry.to_owned())) {
+            Entry::Occupied(_) => false,
+            Entry::Vacant(slot) => {
+                slot.insert(Held {
+                    task_id: task_id.to_owned(),
+                    parked,
+                    abort: None,
+                });
+                true
+            }
+        }
     }
 
     /// Attach the job's task (if it is still held).
@@ -60,11 +79,13 @@ impl Claims {
     }
 
     /// Held entries by queue, for those matching `which`.
-    fn by_queue(&self, which: impl Fn(&Held) -> bool) -> HashMap<String, Vec<String>> {
-        let mut out: HashMap<String, Vec<String>> = HashMap::new();
+    fn by_queue(&self, which: impl Fn(&Held) -> bool) -> HashMap<String, Entries> {
+        let mut out: HashMap<String, Entries> = HashMap::new();
         for ((queue, entry), held) in self.lock().iter() {
             if which(held) {
-                out.entry(queue.clone()).or_default().push(entry.clone());
+                out.entry(queue.clone())
+                    .or_default()
+                    .push((entry.clone(), held.task_id.clone()));
             }
         }
         out
@@ -72,14 +93,18 @@ impl Claims {
 
     /// Renew every held entry's claim.
     pub(crate) async fn renew(&self, store: &Store, consumer: &str) {
-        for (queue, entries) in self.by_queue(|_| true) {
+        let _writing = self.writes.lock().await;
+        for (queue, held) in self.by_queue(|_| true) {
+            let entries: Vec<String> = held.into_iter().map(|(e, _)| e).collect();
             if let Err(e) = store.renew(&queue, consumer, &entries).await {
                 tracing::warn!(queue.name = %queue, error = %e, "cannot renew job claims");
             }
         }
     }
 
-    /// Stop and give up the jobs that match `which`, so any worker's next sweep takes them.
+    /// Stop and give up the jobs that match (`parked_only`: those waiting for input), so any
+    /// worker's next sweep takes them; the hand-over is counted on each task, so it does not
+    /// count as an interrupted run.
     pub(crate) async fn give_up(
         &self,
         store: &Store,
@@ -87,20 +112,24 @@ impl Claims {
         lease: Duration,
         parked_only: bool,
     ) {
+        let _writing = self.writes.lock().await;
         let which = |h: &Held| !parked_only || h.parked.load(Ordering::SeqCst);
-        let chosen = self.by_queue(which);
-        for (queue, entries) in &chosen {
+        for (queue, held) in self.by_queue(which) {
+            let (entries, tasks): (Vec<String>, Vec<String>) = held.into_iter().unzip();
             {
-                let mut held = self.lock();
-                for entry in entries {
-                    if let Some(h) = held.remove(&(queue.clone(), entry.clone()))
+                let mut map = self.lock();
+                for entry in &entries {
+                    if let Some(h) = map.remove(&(queue.clone(), entry.clone()))
                         && let Some(abort) = h.abort
                     {
                         abort.abort();
                     }
                 }
             }
-            match store.give_up(queue, consumer, entries, lease).await {
+            match store
+                .give_up(&queue, consumer, &entries, &tasks, lease)
+                .await
+            {
                 Ok(()) => {
                     tracing::info!(queue.name = %queue, jobs = entries.len(), "jobs given up for other workers")
                 }

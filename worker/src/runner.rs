@@ -186,7 +186,10 @@ impl Runner {
     fn dispatch(self: &Arc<Self>, d: Delivery, permit: OwnedSemaphorePermit) {
         let parked = Arc::new(AtomicBool::new(false));
         let (queue, entry) = (d.queue.clone(), d.entry.clone());
-        self.claims.hold(&queue, &entry, parked.clone());
+        if !self.claims.hold(&queue, &entry, &d.task_id, parked.clone()) {
+            tracing::debug!(task.id = %d.task_id, "reclaimed a job this worker still runs; keeping the run");
+            return;
+        }
         let span = tracing::info_span!(
             "job",
             task.id = %d.task_id,
@@ -263,13 +266,13 @@ impl Runner {
         };
         let (latest_tx, latest_rx) = watch::channel(None);
         let stop = CancellationToken::new();
-        let monitor = tokio::spawn(monitor(
+        let monitor = AbortOnDrop(tokio::spawn(monitor(
             self.store.clone(),
             watch,
             fence,
             latest_tx,
             stop.clone(),
-        ));
+        )));
         let ctx = TaskContext::new(ContextParts {
             store: self.store.clone(),
             task_id: d.task_id.clone(),
@@ -287,7 +290,7 @@ impl Runner {
             () = stop.cancelled() => Err(ToolError::Stopped),
             () = until(deadline_ms) => Err(ToolError::Protocol(ErrorObject::new(INTERNAL_ERROR, EXPIRED))),
         };
-        monitor.abort();
+        drop(monitor);
         let finish = match outcome {
             Ok(result) => match serde_json::to_string(&result.with_server_info()) {
                 Ok(json) => Finish::Completed(json),
@@ -327,7 +330,9 @@ impl Runner {
     /// Write the terminal state, retrying while Redis is away.
     async fn settle(&self, d: &Delivery, fence: u64, finish: &Finish) {
         let mut backoff = Duration::from_millis(100);
-        for _ in 0..20 {
+        // Until it is written (or refused): the result must not be lost to an outage. A
+        // shutdown ends this with the process after the grace period.
+        loop {
             match self.store.finish(d, fence, finish).await {
                 Ok(Write::Ok) => return,
                 Ok(Write::Fenced) => {
@@ -342,7 +347,6 @@ impl Runner {
                 }
             }
         }
-        tracing::error!(task.id = %d.task_id, "giving up finishing task; its job stays pending");
     }
 
     async fn release(&self, d: &Delivery) {
@@ -362,13 +366,24 @@ fn failed(error: ErrorObject) -> Finish {
 /// Resolves a little after `deadline_ms` (Redis clock, read here by the local one), or never.
 /// The finish script then sees the TTL passed and writes the expiry itself (T-52).
 async fn until(deadline_ms: Option<i64>) {
-    const SLACK_MS: i64 = 50;
+    // Clocks of workers and Redis differ a little; the finish script decides by Redis'.
+    const SLACK_MS: i64 = 500;
     match deadline_ms {
         Some(deadline) => {
             let wait = (deadline + SLACK_MS - now_millis()).max(0);
             tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))).await;
         }
         None => std::future::pending().await,
+    }
+}
+
+/// Aborts a spawned task when dropped (the run's monitor ends with the run, also when the
+/// run itself is aborted at a hand-over).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -208,7 +208,9 @@ impl Stream {
             },
         };
         self.send_json(&note).await;
-        if rec.is_terminal() {
+        // Terminal as rendered: an unfinished task past its TTL reads as failed, and its
+        // stored expiry (written later) must not be sent a second time.
+        if task.status.is_terminal() {
             self.last_seen.remove(&rec.id);
             self.forwarders.stop(&rec.id);
         } else {
@@ -225,7 +227,7 @@ impl Stream {
         loop {
             tokio::select! {
                 () = self.tx.closed() => break,
-                () = state.shutdown.cancelled() => {
+                () = state.streams_end.cancelled() => {
                     // Server-initiated end: the listen response first (B-40).
                     let done = ListenResult { result_type: "complete", meta: subscription_meta(&self.subscription) };
                     let _ = self.tx.send(sse_event(&result_bytes(&self.subscription, &done))).await;

@@ -564,8 +564,9 @@ impl Store {
         self.claim_ids(queue, consumer, entries, None).await
     }
 
-    /// Give `entries` up at once: mark them idle for `lease`, so the next sweep by any
-    /// worker reclaims them without waiting out the lease (graceful shutdown).
+    /// Give `entries` (of `tasks`) up at once: mark them idle for `lease`, so the next sweep
+    /// by any worker reclaims them without waiting out the lease (graceful shutdown), and
+    /// count the hand-over on each task (`handovers`) so it is not an interrupted run.
     ///
     /// # Errors
     /// Redis unavailable.
@@ -574,8 +575,18 @@ impl Store {
         queue: &str,
         consumer: &str,
         entries: &[String],
+        tasks: &[String],
         lease: Duration,
     ) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        for task in tasks {
+            let _: i64 = self
+                .scripts
+                .handover
+                .key(keys::task_key(task))
+                .invoke_async(&mut con)
+                .await?;
+        }
         self.claim_ids(queue, consumer, entries, Some(lease)).await
     }
 

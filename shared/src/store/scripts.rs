@@ -12,6 +12,7 @@ pub(crate) struct Scripts {
     pub(crate) cancel: Script,
     pub(crate) finish: Script,
     pub(crate) sweep_lease: Script,
+    pub(crate) handover: Script,
 }
 
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
@@ -31,6 +32,7 @@ impl Scripts {
             cancel: script(include_str!("scripts/cancel.lua")),
             finish: script(include_str!("scripts/finish.lua")),
             sweep_lease: Script::new(include_str!("scripts/sweep_lease.lua")),
+            handover: Script::new(include_str!("scripts/handover.lua")),
         }
     }
 }

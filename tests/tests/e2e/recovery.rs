@@ -181,3 +181,37 @@ async fn gateway_sigterm_reports_not_ready_and_closes_streams_cleanly() -> Resul
     ctx.cleanup().await;
     Ok(())
 }
+
+/// Hand-overs at graceful shutdowns are not interruptions: a task waiting for input through
+/// more rolling restarts than MCPT_MAX_DELIVERIES still completes when answered.
+#[tokio::test]
+async fn rolling_restarts_do_not_use_up_deliveries() -> Result<()> {
+    let mut ctx = TestContext::start(1, 0).await?;
+    let settings = [("MCPT_MAX_DELIVERIES", "2"), ("MCPT_SHUTDOWN_GRACE", "1s")];
+    let mut current = add_worker(&mut ctx, &settings)?;
+    ctx.wait_for_tools().await?;
+    let client = ctx.client();
+    let id = client
+        .start_task("ask", json!({"question": "Still here?"}))
+        .await?;
+    client.wait_status(&id, "input_required", WITHIN).await?;
+    for round in 2..=4u64 {
+        let next = add_worker(&mut ctx, &settings)?;
+        let status = ctx.workers[current].process.terminate(WITHIN)?;
+        assert!(status.success(), "exit status {status}");
+        started_times(&ctx, &id, round).await?;
+        current = next;
+    }
+    let t = client.get(&id).await?;
+    assert_eq!(t["status"], "input_required", "{t}");
+    client
+        .update(
+            &id,
+            json!({"answer-1": {"action": "accept", "content": {"answer": "yes"}}}),
+        )
+        .await?;
+    let t = client.wait_status(&id, "completed", WITHIN).await?;
+    assert_eq!(t["result"]["content"][0]["text"], "answer: yes", "{t}");
+    ctx.cleanup().await;
+    Ok(())
+}

@@ -5,7 +5,7 @@
 --         interrupted (its worker dies) ends failed instead of looping forever.
 -- ARGV[6] the JSON-RPC error code it then fails with
 -- Returns: {'run', fence, deadline ms ('' = none)} | {'skip', reason}  (skipped entries are acknowledged and deleted)
-local st = redis.call('HMGET', KEYS[1], 'status', 'cancel', 'updated', 'created', 'ttl')
+local st = redis.call('HMGET', KEYS[1], 'status', 'cancel', 'updated', 'created', 'ttl', 'handovers')
 if not st[1] then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'skip', 'gone'}
@@ -28,8 +28,10 @@ if st[2] == '1' then
 end
 local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
 local most = tonumber(ARGV[5])
-if fence > most then
-  local runs = fence - 1
+-- Runs handed over at a graceful shutdown were not interrupted: they do not count.
+local handovers = tonumber(st[6] or '0') or 0
+if fence - handovers > most then
+  local runs = fence - 1 - handovers
   local message = 'The work was interrupted ' .. runs .. ' times (its worker stopped each time); giving up'
   redis.call('HSET', KEYS[1], 'status', 'failed', 'msg', message, 'pending', 0,
     'error', cjson.encode({code = tonumber(ARGV[6]), message = message}))
