@@ -2,6 +2,11 @@
 //!
 //! `mcp-tasks up` runs everything on one machine: a private `redis-server` on a free port
 //! (unless `MCPT_REDIS_URL` is set), a gateway and a worker pool, and prints the MCP URL.
+//! `call`, `get`, `cancel`, `watch` talk MCP to a gateway; `queues` and `workers` read Redis
+//! (see `mcp_tasks/`). `mcp-tasks help` lists them all.
+
+#[path = "mcp_tasks/mod.rs"]
+mod mcp_tasks;
 
 use std::process::{ExitCode, Stdio};
 use std::time::Duration;
@@ -10,15 +15,18 @@ use mcp_tasks_shared::config::{ENV_REDIS_URL, GatewayConfig, WorkerConfig};
 use mcp_tasks_shared::{error_chain, shutdown, telemetry};
 use tokio::process::{Child, Command};
 
-const USAGE: &str = "usage: mcp-tasks up    run redis (private, unless MCPT_REDIS_URL is set), a gateway and a worker pool";
+const USAGE: &str = "usage: mcp-tasks up|call|get|cancel|watch|queues|workers|help (`mcp-tasks help` explains each)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("up") if args.len() == 1 => up(),
-        Some("-h" | "--help" | "help") => {
-            println!("{USAGE}");
+        Some("-h" | "--help" | "help") if args.len() == 1 => {
+            println!("{}", mcp_tasks::HELP);
             ExitCode::SUCCESS
+        }
+        Some(command) if mcp_tasks::COMMANDS.contains(&command) => {
+            mcp_tasks::run(command, &args[1..])
         }
         _ => {
             eprintln!("mcp-tasks: {USAGE}");

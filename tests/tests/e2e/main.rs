@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod chaos;
+mod cli;
 mod cluster_of_two;
 mod interop;
 mod lifecycle;

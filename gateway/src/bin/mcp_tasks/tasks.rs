@@ -1,0 +1,694 @@
+//! `call`, `get`, `cancel`, `watch`: the user side of the Tasks extension.
+//!
+//! `call` follows a task over `subscriptions/listen` (every status change arrives, in
+//! order), falling back to polling `tasks/get` at `pollIntervalMs` when the server will not
+//! stream. Status lines go to stderr with the time since the call; input requests are asked
+//! on the terminal and answered with `tasks/update`; the result goes to stdout.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use super::Fail;
+use super::client::{CallError, Caps, Client, TASK_CAPS};
+
+/// How long a `tasks/*` request may take.
+const TIMEOUT: Option<Duration> = Some(Duration::from_secs(30));
+/// How many MRTR rounds a synchronous `tools/call` may take before giving up.
+const MAX_ROUNDS: usize = 16;
+/// Consecutive failures to open a listen stream before giving up.
+const MAX_RECONNECTS: u32 = 5;
+
+fn rpc_fail(e: CallError) -> Fail {
+    match e {
+        CallError::Rpc { .. } => Fail::line(1, e.to_string()),
+        CallError::Transport(why) => Fail::runtime(why),
+    }
+}
+
+fn is_terminal(status: &str) -> bool {
+    matches!(status, "completed" | "failed" | "cancelled")
+}
+
+// ---------------------------------------------------------------------------------------
+// The terminal
+// ---------------------------------------------------------------------------------------
+
+/// Lines typed by the user, read on a thread so that Ctrl-C stays responsive.
+#[derive(Default)]
+pub(crate) struct Terminal {
+    rx: Option<tokio::sync::mpsc::UnboundedReceiver<String>>,
+    eof: bool,
+}
+
+impl Terminal {
+    /// Show `prompt` on stderr and read one line; `None` at end of input.
+    async fn ask(&mut self, prompt: &str) -> Option<String> {
+        if self.eof {
+            return None;
+        }
+        eprint!("{prompt}");
+        let _ = std::io::stderr().flush();
+        let rx = self.rx.get_or_insert_with(|| {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            std::thread::spawn(move || {
+                for line in std::io::stdin().lock().lines() {
+                    let Ok(line) = line else { break };
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+            rx
+        });
+        match rx.recv().await {
+            Some(line) => {
+                let line = line.trim_end_matches('\r').to_owned();
+                if !std::io::stdin().is_terminal() {
+                    // Show piped answers as if typed, so the transcript reads well.
+                    eprintln!("{line}");
+                }
+                Some(line)
+            }
+            None => {
+                self.eof = true;
+                eprintln!();
+                None
+            }
+        }
+    }
+}
+
+/// Answer every request in `requests` whose key is not in `answered` (which then holds it).
+async fn answer_requests(
+    requests: &Value,
+    answered: &mut HashSet<String>,
+    term: &mut Terminal,
+) -> Result<Map<String, Value>, Fail> {
+    let mut answers = Map::new();
+    let Some(requests) = requests.as_object() else {
+        return Ok(answers);
+    };
+    for (key, request) in requests {
+        if answered.contains(key) {
+            continue;
+        }
+        let method = request["method"].as_str().unwrap_or("");
+        let answer = match method {
+            "elicitation/create" => elicit(&request["params"], term).await,
+            other => {
+                return Err(Fail::runtime(format!(
+                    "the server asks for {other:?} (input {key}), which this command cannot answer"
+                )));
+            }
+        };
+        answered.insert(key.clone());
+        answers.insert(key.clone(), answer);
+    }
+    Ok(answers)
+}
+
+/// One elicitation on the terminal: the message, then one prompt per property. End of
+/// input answers `cancel`.
+async fn elicit(params: &Value, term: &mut Terminal) -> Value {
+    let message = params["message"]
+        .as_str()
+        .unwrap_or("The server asks for input");
+    eprintln!("? {message}");
+    if params["mode"] == "url" {
+        let url = params["url"].as_str().unwrap_or("");
+        eprintln!("  open {url}");
+        return match term.ask("  press Enter when done: ").await {
+            Some(_) => json!({"action": "accept"}),
+            None => json!({"action": "cancel"}),
+        };
+    }
+    let schema = &params["requestedSchema"];
+    let required: HashSet<&str> = schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut content = Map::new();
+    if let Some(props) = schema["properties"].as_object() {
+        for (name, prop) in props {
+            let prompt = prompt_for(name, prop);
+            loop {
+                let Some(line) = term.ask(&prompt).await else {
+                    return json!({"action": "cancel"});
+                };
+                let line = line.trim();
+                if line.is_empty() {
+                    if let Some(d) = prop.get("default") {
+                        content.insert(name.clone(), d.clone());
+                        break;
+                    }
+                    if !required.contains(name.as_str()) {
+                        break;
+                    }
+                    eprintln!("  {name} is required");
+                    continue;
+                }
+                match parse_value(prop, line) {
+                    Ok(v) => {
+                        content.insert(name.clone(), v);
+                        break;
+                    }
+                    Err(why) => eprintln!("  {why}"),
+                }
+            }
+        }
+    }
+    json!({"action": "accept", "content": content})
+}
+
+/// The allowed values of a property: `enum`, or the `const`s of `oneOf`/`anyOf`.
+fn choices(prop: &Value) -> Option<Vec<String>> {
+    let show = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+    if let Some(e) = prop["enum"].as_array() {
+        return Some(e.iter().map(show).collect());
+    }
+    let alts = prop["oneOf"].as_array().or(prop["anyOf"].as_array())?;
+    Some(
+        alts.iter()
+            .filter_map(|a| a.get("const"))
+            .map(show)
+            .collect(),
+    )
+}
+
+/// `name (type): `, with choices, description and default when the schema has them.
+fn prompt_for(name: &str, prop: &Value) -> String {
+    let mut ty = prop["type"].as_str().unwrap_or("string").to_owned();
+    if ty == "array" {
+        ty = "comma-separated list".into();
+        if let Some(c) = choices(&prop["items"]) {
+            ty = format!("{ty} of {}", c.join("|"));
+        }
+    } else if let Some(c) = choices(prop) {
+        ty = format!("{ty}, one of {}", c.join("|"));
+    }
+    if let Some(d) = prop.get("default") {
+        ty = format!("{ty}, default {d}");
+    }
+    let mut prompt = format!("{name} ({ty}): ");
+    if let Some(desc) = prop["description"].as_str().or(prop["title"].as_str()) {
+        prompt = format!("  {desc}\n{prompt}");
+    }
+    prompt
+}
+
+/// Turn a typed line into the JSON value the property's type asks for.
+fn parse_value(prop: &Value, line: &str) -> Result<Value, String> {
+    let ty = prop["type"].as_str().unwrap_or("string");
+    let value = match ty {
+        "integer" => line
+            .parse::<i64>()
+            .map(Value::from)
+            .map_err(|_| format!("{line:?} is not an integer"))?,
+        "number" => line
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map(Value::Number)
+            .ok_or_else(|| format!("{line:?} is not a number"))?,
+        "boolean" => match line.to_ascii_lowercase().as_str() {
+            "y" | "yes" | "true" | "1" => Value::Bool(true),
+            "n" | "no" | "false" | "0" => Value::Bool(false),
+            _ => return Err(format!("{line:?}: answer yes or no")),
+        },
+        "array" => {
+            let items: Vec<Value> = line
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| Value::String(s.to_owned()))
+                .collect();
+            if let Some(c) = choices(&prop["items"])
+                && let Some(bad) = items
+                    .iter()
+                    .find(|i| !c.iter().any(|c| i.as_str() == Some(c)))
+            {
+                return Err(format!("{bad} is not one of {}", c.join("|")));
+            }
+            Value::Array(items)
+        }
+        _ => Value::String(line.to_owned()),
+    };
+    if ty != "array"
+        && let Some(c) = choices(prop)
+    {
+        let shown = value
+            .as_str()
+            .map_or_else(|| value.to_string(), str::to_owned);
+        if !c.contains(&shown) {
+            return Err(format!("{line:?} is not one of {}", c.join("|")));
+        }
+    }
+    Ok(value)
+}
+
+// ---------------------------------------------------------------------------------------
+// Results
+// ---------------------------------------------------------------------------------------
+
+/// The printable form of a `CallToolResult`: `structuredContent` as JSON when present,
+/// else its content blocks (text as is, others as a one-line summary).
+fn render(result: &Value) -> String {
+    if let Some(s) = result.get("structuredContent").filter(|s| !s.is_null()) {
+        return serde_json::to_string_pretty(s).unwrap_or_default();
+    }
+    let blocks = result["content"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    blocks
+        .iter()
+        .map(|b| match b["type"].as_str().unwrap_or("") {
+            "text" => b["text"].as_str().unwrap_or("").to_owned(),
+            "image" | "audio" => format!(
+                "[{} {}, {} bytes of base64]",
+                b["type"].as_str().unwrap_or(""),
+                b["mimeType"].as_str().unwrap_or("?"),
+                b["data"].as_str().map_or(0, str::len)
+            ),
+            "resource_link" => format!("[link {}]", b["uri"].as_str().unwrap_or("?")),
+            "resource" => b["resource"]["text"].as_str().map_or_else(
+                || format!("[resource {}]", b["resource"]["uri"]),
+                str::to_owned,
+            ),
+            other => format!("[{other} content]"),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Print a final `CallToolResult`; `isError` results go to stderr and exit 1.
+fn finish_result(result: &Value) -> Result<(), Fail> {
+    let text = render(result);
+    if result["isError"] == true {
+        return Err(Fail::line(1, format!("tool error: {text}")));
+    }
+    if !text.is_empty() {
+        println!("{text}");
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// call
+// ---------------------------------------------------------------------------------------
+
+/// `call TOOL --args JSON [--task [--detach]]`.
+pub(crate) async fn call(
+    client: &Client,
+    tool: &str,
+    args: Value,
+    task: bool,
+    detach: bool,
+) -> Result<(), Fail> {
+    let caps = Caps {
+        tasks: task,
+        elicitation: true,
+    };
+    let started = Instant::now();
+    let mut term = Terminal::default();
+    let mut params = json!({"name": tool, "arguments": args});
+    for _ in 0..MAX_ROUNDS {
+        let result = client
+            .request("tools/call", params.clone(), caps, None)
+            .await
+            .map_err(rpc_fail)?;
+        match result["resultType"].as_str() {
+            Some("task") if detach => {
+                println!("{}", result["taskId"].as_str().unwrap_or(""));
+                return Ok(());
+            }
+            Some("task") => return follow(client, &result, &mut term, started).await,
+            Some("input_required") => {
+                // MRTR: answer, then retry with the answers and the state echoed.
+                let mut answered = HashSet::new();
+                let answers =
+                    answer_requests(&result["inputRequests"], &mut answered, &mut term).await?;
+                let p = params.as_object_mut().expect("params is an object");
+                p.insert("inputResponses".into(), Value::Object(answers));
+                match result.get("requestState") {
+                    Some(s) => p.insert("requestState".into(), s.clone()),
+                    None => p.remove("requestState"),
+                };
+            }
+            _ => return finish_result(&result),
+        }
+    }
+    Err(Fail::runtime(format!(
+        "the server asked for input {MAX_ROUNDS} times in a row; giving up"
+    )))
+}
+
+/// What the follower has shown and answered so far.
+struct Progress {
+    started: Instant,
+    shown: Option<(String, String)>,
+    answered: HashSet<String>,
+}
+
+impl Progress {
+    /// Print a status line when status or message changed.
+    fn show(&mut self, task: &Value) {
+        let status = task["status"].as_str().unwrap_or("?").to_owned();
+        let message = task["statusMessage"].as_str().unwrap_or("").to_owned();
+        let now = (status, message);
+        if self.shown.as_ref() == Some(&now) {
+            return;
+        }
+        let secs = self.started.elapsed().as_secs_f64();
+        if now.1.is_empty() {
+            eprintln!("[{secs:.1}s] {}", now.0);
+        } else {
+            eprintln!("[{secs:.1}s] {}: {}", now.0, now.1);
+        }
+        self.shown = Some(now);
+    }
+}
+
+/// Follow the task `handle` names until it ends; Ctrl-C cancels it (exit 130).
+async fn follow(
+    client: &Client,
+    handle: &Value,
+    term: &mut Terminal,
+    started: Instant,
+) -> Result<(), Fail> {
+    let Some(id) = handle["taskId"].as_str() else {
+        return Err(Fail::runtime(format!(
+            "the server answered a task without taskId: {handle}"
+        )));
+    };
+    eprintln!("task {id}");
+    let mut progress = Progress {
+        started,
+        shown: None,
+        answered: HashSet::new(),
+    };
+    progress.show(handle);
+    let end = tokio::select! {
+        end = track(client, id, handle, &mut progress, term) => end?,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("\ninterrupted: cancelling task {id}");
+            match client.request("tasks/cancel", json!({"taskId": id}), TASK_CAPS, TIMEOUT).await {
+                Ok(_) => eprintln!("cancel requested for {id}"),
+                Err(e) => eprintln!("mcp-tasks: cancel failed: {e}"),
+            }
+            return Err(Fail::quiet(130));
+        }
+    };
+    match end["status"].as_str() {
+        Some("completed") => finish_result(&end["result"]),
+        Some("failed") => Err(Fail::line(
+            1,
+            format!(
+                "error {}: {}",
+                end["error"]["code"].as_i64().unwrap_or(0),
+                end["error"]["message"].as_str().unwrap_or("(no message)")
+            ),
+        )),
+        _ => Err(Fail::line(
+            1,
+            format!(
+                "task {id} was cancelled{}",
+                end["statusMessage"]
+                    .as_str()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            ),
+        )),
+    }
+}
+
+/// Handle one state of the task: show it, answer new input requests. `Some` when terminal.
+async fn on_state(
+    client: &Client,
+    id: &str,
+    task: &Value,
+    progress: &mut Progress,
+    term: &mut Terminal,
+) -> Result<Option<Value>, Fail> {
+    progress.show(task);
+    let status = task["status"].as_str().unwrap_or("");
+    if is_terminal(status) {
+        return Ok(Some(task.clone()));
+    }
+    if status == "input_required" {
+        let answers = answer_requests(&task["inputRequests"], &mut progress.answered, term).await?;
+        if !answers.is_empty() {
+            client
+                .request(
+                    "tasks/update",
+                    json!({"taskId": id, "inputResponses": answers}),
+                    TASK_CAPS,
+                    TIMEOUT,
+                )
+                .await
+                .map_err(rpc_fail)?;
+        }
+    }
+    Ok(None)
+}
+
+/// Wait for the task's terminal state: over a listen stream (reopened when it ends), or by
+/// polling when the server refuses to stream.
+async fn track(
+    client: &Client,
+    id: &str,
+    handle: &Value,
+    progress: &mut Progress,
+    term: &mut Terminal,
+) -> Result<Value, Fail> {
+    let ids = [id.to_owned()];
+    let mut failures = 0;
+    loop {
+        let mut stream = match client.listen(&ids).await {
+            Ok(s) => s,
+            Err(CallError::Rpc { .. }) => break,
+            Err(e) => {
+                failures += 1;
+                if failures > MAX_RECONNECTS {
+                    return Err(rpc_fail(e));
+                }
+                tokio::time::sleep(Duration::from_millis(200 * u64::from(failures))).await;
+                continue;
+            }
+        };
+        failures = 0;
+        let mut acknowledged = false;
+        while let Some(msg) = stream.next().await {
+            match msg["method"].as_str() {
+                Some("notifications/subscriptions/acknowledged") => {
+                    acknowledged = true;
+                    let ids = &msg["params"]["notifications"]["taskIds"];
+                    if !ids.as_array().is_some_and(|a| a.iter().any(|t| t == id)) {
+                        // Not streamable (gone, or not ours): tasks/get says why.
+                        let task = client
+                            .request("tasks/get", json!({"taskId": id}), TASK_CAPS, TIMEOUT)
+                            .await
+                            .map_err(rpc_fail)?;
+                        if let Some(end) = on_state(client, id, &task, progress, term).await? {
+                            return Ok(end);
+                        }
+                        break;
+                    }
+                }
+                Some("notifications/tasks") if msg["params"]["taskId"] == id => {
+                    if let Some(end) = on_state(client, id, &msg["params"], progress, term).await? {
+                        return Ok(end);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !acknowledged {
+            break;
+        }
+        // The stream ended (gateway restart): open another, which starts with a snapshot.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Polling fallback.
+    let mut poll_ms = handle["pollIntervalMs"].as_u64().unwrap_or(500);
+    loop {
+        let task = client
+            .request("tasks/get", json!({"taskId": id}), TASK_CAPS, TIMEOUT)
+            .await
+            .map_err(rpc_fail)?;
+        if let Some(end) = on_state(client, id, &task, progress, term).await? {
+            return Ok(end);
+        }
+        poll_ms = task["pollIntervalMs"].as_u64().unwrap_or(poll_ms);
+        tokio::time::sleep(Duration::from_millis(poll_ms.clamp(50, 10_000))).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// get, cancel, watch
+// ---------------------------------------------------------------------------------------
+
+/// `get ID`: the task as `tasks/get` returns it, pretty.
+pub(crate) async fn get(client: &Client, id: &str) -> Result<(), Fail> {
+    let task = client
+        .request("tasks/get", json!({"taskId": id}), TASK_CAPS, TIMEOUT)
+        .await
+        .map_err(rpc_fail)?;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&task).unwrap_or_default()
+    );
+    Ok(())
+}
+
+/// `cancel ID`.
+pub(crate) async fn cancel(client: &Client, id: &str) -> Result<(), Fail> {
+    client
+        .request("tasks/cancel", json!({"taskId": id}), TASK_CAPS, TIMEOUT)
+        .await
+        .map_err(rpc_fail)?;
+    println!("cancel requested for {id} (it ends cancelled unless it finishes first)");
+    Ok(())
+}
+
+/// `watch ID...`: one line per change, `ID status message`, until every task has ended.
+pub(crate) async fn watch(client: &Client, ids: &[String]) -> Result<(), Fail> {
+    let mut pending: Vec<String> = Vec::new();
+    for id in ids {
+        if !pending.contains(id) {
+            pending.push(id.clone());
+        }
+    }
+    let mut shown: HashMap<String, (String, String)> = HashMap::new();
+    let mut missing = 0;
+    let mut failures = 0;
+    let watching = async {
+        while !pending.is_empty() {
+            let mut stream = match client.listen(&pending).await {
+                Ok(s) => s,
+                Err(e @ CallError::Rpc { .. }) => return Err(rpc_fail(e)),
+                Err(e) => {
+                    failures += 1;
+                    if failures > MAX_RECONNECTS {
+                        return Err(rpc_fail(e));
+                    }
+                    tokio::time::sleep(Duration::from_millis(200 * u64::from(failures))).await;
+                    continue;
+                }
+            };
+            failures = 0;
+            while let Some(msg) = stream.next().await {
+                let params = &msg["params"];
+                match msg["method"].as_str() {
+                    Some("notifications/subscriptions/acknowledged") => {
+                        let acked: Vec<&str> = params["notifications"]["taskIds"]
+                            .as_array()
+                            .map(|a| a.iter().filter_map(Value::as_str).collect())
+                            .unwrap_or_default();
+                        pending.retain(|id| {
+                            let ok = acked.contains(&id.as_str());
+                            if !ok {
+                                eprintln!(
+                                    "mcp-tasks: task {id} not found (unknown, expired, or not readable with these credentials)"
+                                );
+                                missing += 1;
+                            }
+                            ok
+                        });
+                    }
+                    Some("notifications/tasks") => {
+                        let Some(id) = params["taskId"].as_str() else {
+                            continue;
+                        };
+                        if !pending.iter().any(|p| p == id) {
+                            continue;
+                        }
+                        let status = params["status"].as_str().unwrap_or("?").to_owned();
+                        let mut message = params["statusMessage"].as_str().unwrap_or("").to_owned();
+                        if status == "failed" {
+                            let err = &params["error"];
+                            message = format!(
+                                "{message}{}error {}: {}",
+                                if message.is_empty() { "" } else { " — " },
+                                err["code"].as_i64().unwrap_or(0),
+                                err["message"].as_str().unwrap_or("")
+                            );
+                        }
+                        let now = (status.clone(), message.clone());
+                        if shown.get(id) != Some(&now) {
+                            if message.is_empty() {
+                                println!("{id} {status}");
+                            } else {
+                                println!("{id} {status} {message}");
+                            }
+                            shown.insert(id.to_owned(), now);
+                        }
+                        if is_terminal(&status) {
+                            pending.retain(|p| p != id);
+                        }
+                    }
+                    _ => {}
+                }
+                if pending.is_empty() {
+                    break;
+                }
+            }
+            if !pending.is_empty() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        Ok(())
+    };
+    tokio::select! {
+        r = watching => r?,
+        _ = tokio::signal::ctrl_c() => return Err(Fail::quiet(130)),
+    }
+    if missing > 0 {
+        return Err(Fail::quiet(1));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_answers() {
+        let int = json!({"type": "integer"});
+        assert_eq!(parse_value(&int, "42"), Ok(json!(42)));
+        assert!(parse_value(&int, "4.2").is_err());
+        assert_eq!(
+            parse_value(&json!({"type": "number"}), "4.5"),
+            Ok(json!(4.5))
+        );
+        assert_eq!(
+            parse_value(&json!({"type": "boolean"}), "Yes"),
+            Ok(json!(true))
+        );
+        assert_eq!(
+            parse_value(&json!({"type": "string"}), "blue"),
+            Ok(json!("blue"))
+        );
+        let colour = json!({"type": "string", "enum": ["red", "blue"]});
+        assert_eq!(parse_value(&colour, "blue"), Ok(json!("blue")));
+        assert!(parse_value(&colour, "green").is_err());
+        let tags = json!({"type": "array", "items": {"type": "string"}});
+        assert_eq!(parse_value(&tags, "a, b,"), Ok(json!(["a", "b"])));
+        assert_eq!(
+            prompt_for("answer", &json!({"type": "string"})),
+            "answer (string): "
+        );
+    }
+
+    #[test]
+    fn results_print_structured_content_first() {
+        let r = json!({"content": [{"type": "text", "text": "hi"}], "structuredContent": {"a": 1}});
+        assert_eq!(render(&r), "{\n  \"a\": 1\n}");
+        let r = json!({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]});
+        assert_eq!(render(&r), "a\nb");
+    }
+}
