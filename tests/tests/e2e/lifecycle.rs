@@ -1997,3 +1997,29 @@ async fn worker_shutdown_leaves_a_parked_task_waiting() -> Result<()> {
     ctx.cleanup().await;
     Ok(())
 }
+
+/// A task waiting for input holds no concurrency slot: with MCPT_CONCURRENCY=1 and an `ask`
+/// parked, other tasks still run; the answer then resumes the ask.
+#[tokio::test]
+async fn task_waiting_for_input_holds_no_slot() -> Result<()> {
+    let ctx = with_worker_env(&[("MCPT_CONCURRENCY", "1".to_owned())]).await?;
+    let client = ctx.client();
+    let ask = client
+        .start_task("ask", json!({"question": "Later?"}))
+        .await?;
+    client.wait_status(&ask, "input_required", WITHIN).await?;
+    for _ in 0..3 {
+        let id = client.start_task("sleep", json!({"ms": 10})).await?;
+        client.wait_status(&id, "completed", WITHIN).await?;
+    }
+    client
+        .update(
+            &ask,
+            json!({"answer-1": {"action": "accept", "content": {"answer": "now"}}}),
+        )
+        .await?;
+    let t = client.wait_status(&ask, "completed", WITHIN).await?;
+    assert_eq!(t["result"]["content"][0]["text"], "answer: now", "{t}");
+    ctx.cleanup().await;
+    Ok(())
+}
