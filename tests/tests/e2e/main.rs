@@ -8,6 +8,7 @@ mod cluster_of_two;
 mod interop;
 mod lifecycle;
 mod listen;
+mod local_cluster;
 mod outage;
 mod processes;
 mod protocol;
