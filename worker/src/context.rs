@@ -133,7 +133,7 @@ impl TaskContext {
 
     /// Ask the client for input under `key` and wait for the answer (an `ElicitResult`,
     /// `CreateMessageResult` or `ListRootsResult` as JSON). See the module docs of
-    /// [`crate::tool`] on key replay.
+    /// [`crate::Tool`] on key replay.
     ///
     /// # Errors
     /// The originating call did not declare the capability the request needs (-32021 is

@@ -1,21 +1,5 @@
 //! The public API for tool authors: implement [`Tool`], describe it with a [`ToolSpec`].
-//!
-//! # Handlers may run more than once
-//!
-//! Execution is at-least-once: if a worker dies while a handler runs, another worker runs
-//! the same job again from the start. Write handlers so a second run is harmless
-//! (idempotent side effects, or side effects keyed by [`crate::TaskContext::task_id`]).
-//!
-//! Input requests replay: a handler asks with a key ([`crate::TaskContext::input`]); a key
-//! that was already answered in an earlier run returns the stored answer at once, without
-//! asking the client again. Use fixed keys in a fixed order (`"confirm"`, `"step-2"`), never
-//! random ones, and never reuse a key for a different question (T-28).
-//!
-//! # Cancellation
-//!
-//! When the client cancels a running task, the runner drops the handler's future and ends
-//! the task `cancelled`; cleanup belongs in `Drop` guards. [`crate::TaskContext::cancelled`]
-//! lets a handler notice first (e.g. to stop a child process gracefully).
+//! How handlers behave under failures (they may run more than once) is on [`Tool`].
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -34,6 +18,26 @@ use crate::context::TaskContext;
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<CallToolResult, ToolError>> + Send>>;
 
 /// A tool a worker can run.
+///
+/// # Handlers may run more than once
+///
+/// Execution is at-least-once: if a worker dies while a handler runs (or shuts down before it
+/// finishes), another worker runs the same job again from the start, with a new fencing
+/// token; the earlier run can no longer write the task. Write handlers so a second run is
+/// harmless (idempotent side effects, or side effects keyed by [`TaskContext::task_id`]).
+///
+/// Input requests replay: a handler asks with a key ([`TaskContext::input`]); a key that was
+/// already answered in an earlier run returns the stored answer at once, without asking the
+/// client again, and a key still outstanding keeps waiting for the same answer. Use fixed
+/// keys in a fixed order (`"confirm"`, `"step-2"`), never random ones, and never reuse a key
+/// for a different question (T-28).
+///
+/// # Cancellation
+///
+/// When the client cancels a running task, the runner drops the handler's future and ends
+/// the task `cancelled`; cleanup belongs in `Drop` guards. [`TaskContext::cancelled`] lets a
+/// handler notice first (e.g. to stop a child process gracefully). A task whose TTL passes
+/// while its handler runs ends `failed` ("Task expired before completion") the same way.
 pub trait Tool: Send + Sync + 'static {
     /// Name, schema and execution policy, advertised to gateways.
     fn spec(&self) -> ToolSpec;

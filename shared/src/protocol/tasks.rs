@@ -236,7 +236,7 @@ impl ResponseKind {
         }
     }
 
-    /// The kinds `answer` is well-formed as (§9.3 [project] validation), as a bit mask.
+    /// The kinds `answer` is well-formed as (§9.3, the project's validation rule), as a bit mask.
     pub fn mask_of(answer: &Value) -> u8 {
         let mut mask = 0;
         if is_elicit_result(answer) {
