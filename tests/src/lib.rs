@@ -693,3 +693,27 @@ pub fn repo_root() -> PathBuf {
         .expect("workspace root")
         .to_path_buf()
 }
+
+/// Command-line flags of the test tools (`chaos`, `cluster`): `--name value` or
+/// `--name=value`, in order; `None` when `-h`/`--help` was asked for.
+///
+/// # Errors
+/// A flag without its value.
+pub fn flags() -> Result<Option<Vec<(String, String)>>> {
+    let mut out = Vec::new();
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        if flag == "-h" || flag == "--help" {
+            return Ok(None);
+        }
+        let (name, value) = match flag.split_once('=') {
+            Some((n, v)) => (n.to_owned(), v.to_owned()),
+            None => {
+                let value = it.next().ok_or_else(|| anyhow!("{flag} needs a value"))?;
+                (flag, value)
+            }
+        };
+        out.push((name, value));
+    }
+    Ok(Some(out))
+}

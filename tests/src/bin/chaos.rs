@@ -155,21 +155,11 @@ fn parse_args() -> Result<Option<Args>> {
         concurrency: 16,
         max_duration: Duration::from_secs(300),
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        if flag == "-h" || flag == "--help" {
-            return Ok(None);
-        }
-        let (name, inline) = match flag.split_once('=') {
-            Some((n, v)) => (n.to_owned(), Some(v.to_owned())),
-            None => (flag.clone(), None),
-        };
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| anyhow!("{name} needs a value"))
-        };
+    let Some(flags) = mcp_tasks_tests::flags()? else {
+        return Ok(None);
+    };
+    for (name, v) in flags {
+        let value = || -> Result<String> { Ok(v.clone()) };
         match name.as_str() {
             "--tasks" => a.tasks = value()?.parse().context("--tasks")?,
             "--seed" => a.seed = value()?.parse().context("--seed")?,

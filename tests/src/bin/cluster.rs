@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use anyhow::{Context as _, Result, anyhow, bail};
+use anyhow::{Context as _, Result, bail};
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt as _, Full};
@@ -67,21 +67,11 @@ fn parse_args() -> Result<Option<Args>> {
         workers: 3,
         listen: "127.0.0.1:8080".parse()?,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        if flag == "-h" || flag == "--help" {
-            return Ok(None);
-        }
-        let (name, inline) = match flag.split_once('=') {
-            Some((n, v)) => (n.to_owned(), Some(v.to_owned())),
-            None => (flag.clone(), None),
-        };
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| anyhow!("{name} needs a value"))
-        };
+    let Some(flags) = mcp_tasks_tests::flags()? else {
+        return Ok(None);
+    };
+    for (name, v) in flags {
+        let value = || -> Result<String> { Ok(v.clone()) };
         match name.as_str() {
             "--gateways" => a.gateways = value()?.parse().context("--gateways")?,
             "--workers" => a.workers = value()?.parse().context("--workers")?,

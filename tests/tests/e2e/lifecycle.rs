@@ -1521,21 +1521,8 @@ async fn cancel_of_input_required_task_ends_cancelled() -> Result<()> {
 /// ever running, and stays cancelled once the worker is free and reads the job.
 #[tokio::test]
 async fn cancel_of_queued_task_ends_cancelled_without_running() -> Result<()> {
-    let mut ctx = TestContext::start(1, 0).await?;
-    ctx.workers.push(Worker::start(
-        &ctx.redis.url(),
-        &[("MCPT_CONCURRENCY", "1".to_owned())],
-    )?);
+    let ctx = with_worker_env(&[("MCPT_CONCURRENCY", "1".to_owned())]).await?;
     let client = ctx.client();
-    poll_until(Duration::from_secs(20), || async {
-        let r = client
-            .request("tools/list", json!({}), &caps_none())
-            .await
-            .ok()?;
-        (r.body["result"]["tools"].as_array()?.len() >= 4).then_some(())
-    })
-    .await
-    .context("tools never listed")?;
     let busy = create(&client, "sleep", json!({"ms": 60_000, "steps": 1})).await?;
     let busy = busy["taskId"].as_str().context("id")?.to_owned();
     observe(&client, &busy, WITHIN, |t| t["statusMessage"] == "step 1/1").await?;
@@ -1669,21 +1656,8 @@ fn base64_encode(bytes: &[u8]) -> String {
 /// failed with "Task expired before completion" — and afterwards a lookup is -32602.
 #[tokio::test]
 async fn task_is_kept_until_its_ttl_then_gone() -> Result<()> {
-    let mut ctx = TestContext::start(1, 0).await?;
-    ctx.workers.push(Worker::start(
-        &ctx.redis.url(),
-        &[("MCPT_DEFAULT_TTL", "1500ms".to_owned())],
-    )?);
+    let ctx = with_worker_env(&[("MCPT_DEFAULT_TTL", "1500ms".to_owned())]).await?;
     let client = ctx.client();
-    poll_until(Duration::from_secs(20), || async {
-        let r = client
-            .request("tools/list", json!({}), &caps_none())
-            .await
-            .ok()?;
-        (r.body["result"]["tools"].as_array()?.len() >= 4).then_some(())
-    })
-    .await
-    .context("tools never listed")?;
     let created = create(&client, "sleep", json!({"ms": 60_000})).await?;
     let id = created["taskId"].as_str().context("id")?;
     assert_eq!(created["ttlMs"], 1500, "{created}");
