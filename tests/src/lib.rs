@@ -124,6 +124,14 @@ impl RedisServer {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// One field of a task's hash (`""` when absent), read behind the server's back.
+    pub fn task_field(&self, task_id: &str, field: &str) -> Result<String> {
+        Ok(self
+            .cli(&["HGET", &format!("mcpt:task:{{{task_id}}}"), field])?
+            .trim()
+            .to_owned())
+    }
+
     /// Kill the server (SIGKILL).
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {

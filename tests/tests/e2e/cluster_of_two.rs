@@ -18,11 +18,7 @@ const WITHIN: Duration = Duration::from_secs(10);
 const SUB_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 fn hget(ctx: &TestContext, id: &str, field: &str) -> Result<String> {
-    Ok(ctx
-        .redis
-        .cli(&["HGET", &format!("mcpt:task:{{{id}}}"), field])?
-        .trim()
-        .to_owned())
+    ctx.redis.task_field(id, field)
 }
 
 /// The consumer name a worker logged at start-up.

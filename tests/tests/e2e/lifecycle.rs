@@ -452,11 +452,7 @@ fn task_count(ctx: &TestContext) -> Result<usize> {
 }
 
 fn hget(ctx: &TestContext, id: &str, field: &str) -> Result<String> {
-    Ok(ctx
-        .redis
-        .cli(&["HGET", &format!("mcpt:task:{{{id}}}"), field])?
-        .trim()
-        .to_owned())
+    ctx.redis.task_field(id, field)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -12,11 +12,7 @@ use serde_json::json;
 const WITHIN: Duration = Duration::from_secs(10);
 
 fn hget(ctx: &TestContext, id: &str, field: &str) -> Result<String> {
-    Ok(ctx
-        .redis
-        .cli(&["HGET", &format!("mcpt:task:{{{id}}}"), field])?
-        .trim()
-        .to_owned())
+    ctx.redis.task_field(id, field)
 }
 
 fn env(pairs: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
