@@ -11,6 +11,7 @@ use hyper::body::{Frame, Incoming};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use mcp_tasks_shared::protocol::jsonrpc::{self, ErrorObject, INVALID_REQUEST, Id};
+use mcp_tasks_shared::protocol::meta::TRACEPARENT_KEY;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
@@ -100,6 +101,11 @@ pub(crate) async fn serve(
                 )
             }
         }
+        (&Method::GET, "/metrics") => full(
+            StatusCode::OK,
+            Some("text/plain; version=0.0.4"),
+            mcp_tasks_shared::telemetry::prometheus_text(),
+        ),
         (&Method::POST, "/mcp") => mcp(state, req).await,
         (_, "/mcp") => {
             let mut res = full(StatusCode::METHOD_NOT_ALLOWED, None, Bytes::new());
@@ -171,6 +177,10 @@ async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
     let accepts_sse = accepts("text/event-stream");
     // Routing headers are read before the body is parsed.
     let routing = Routing::from_headers(headers);
+    let http_traceparent = headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
 
     let limit = state.config.max_body_bytes;
     let body = match Limited::new(req.into_body(), limit).collect().await {
@@ -199,6 +209,16 @@ async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
         rpc.id = %request.id,
         task.id = tracing::field::Empty,
     );
+    // The caller's trace: MCP's `_meta.traceparent`, else the HTTP header.
+    let parent = request
+        .meta()
+        .get(TRACEPARENT_KEY)
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
+        .or(http_traceparent);
+    if let Some(parent) = parent {
+        mcp_tasks_shared::telemetry::set_parent(&span, &parent);
+    }
     let started = std::time::Instant::now();
     let id = request.id.clone();
     let method = request.method.clone();
@@ -209,13 +229,27 @@ async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
             Ok(Reply::Sse(rx)) => (sse(rx), "stream"),
             Err(e) => (error_response(Some(&id), &e), "error"),
         };
+        let elapsed = started.elapsed();
         tracing::info!(
             rpc.method = %method,
             outcome = status,
             http.status = response.status().as_u16(),
-            latency_us = started.elapsed().as_micros() as u64,
+            latency_us = elapsed.as_micros() as u64,
             "request completed"
         );
+        // Methods are client-chosen: unknown ones share one label.
+        let label = envelope::METHODS
+            .iter()
+            .find(|m| **m == method)
+            .copied()
+            .unwrap_or("other");
+        let attrs = [
+            opentelemetry::KeyValue::new("rpc.method", label),
+            opentelemetry::KeyValue::new("outcome", status),
+        ];
+        let m = mcp_tasks_shared::metrics::get();
+        m.requests.add(1, &attrs);
+        m.request_duration.record(elapsed.as_secs_f64(), &attrs);
         response
     }
     .instrument(span)

@@ -13,12 +13,19 @@ fn main() -> ExitCode {
             return ExitCode::from(64);
         }
     };
-    telemetry::init("gateway");
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("mcp-tasks-gateway: cannot start the runtime: {e}");
             return ExitCode::FAILURE;
+        }
+    };
+    // Inside the runtime: the gRPC exporter needs one.
+    let telemetry = match runtime.block_on(async { telemetry::init("gateway") }) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("mcp-tasks-gateway: {e}");
+            return ExitCode::from(64);
         }
     };
     let result = runtime.block_on(async {
@@ -31,6 +38,7 @@ fn main() -> ExitCode {
             .await
             .map_err(|e| mcp_tasks_shared::error_chain(&e))
     });
+    telemetry.shutdown();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -54,6 +54,11 @@ pub const DEFAULT_QUEUE: &str = "default";
 pub const ENV_TOOLS: &str = "MCPT_TOOLS";
 /// Default tool packs.
 pub const DEFAULT_TOOLS: &str = "demo";
+/// Address of the worker's `/healthz`, `/readyz` and `/metrics` listener; `off` for none.
+pub const ENV_ADMIN_ADDR: &str = "MCPT_ADMIN_ADDR";
+/// Default: a free loopback port (printed as `listening on`), so several workers share a
+/// machine; deployments set a fixed port.
+pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:0";
 /// How long running work may take to finish after SIGTERM.
 pub const ENV_SHUTDOWN_GRACE: &str = "MCPT_SHUTDOWN_GRACE";
 /// Default grace: 30 s.
@@ -325,6 +330,8 @@ pub struct WorkerConfig {
     pub lease: Duration,
     /// `MCPT_MAX_DELIVERIES`, default 5.
     pub max_deliveries: u32,
+    /// `MCPT_ADMIN_ADDR`, default `127.0.0.1:0`; `None` for `off`.
+    pub admin_addr: Option<SocketAddr>,
     /// Tool TTL and poll defaults.
     pub tasks: TaskDefaults,
 }
@@ -397,6 +404,16 @@ impl WorkerConfig {
                 DEFAULT_MAX_DELIVERIES,
                 "an integer from 1 to 100",
                 |s| s.parse().ok().filter(|n| (1..=100).contains(n)),
+            )?,
+            admin_addr: parsed(
+                src,
+                ENV_ADMIN_ADDR,
+                DEFAULT_ADMIN_ADDR.parse().ok(),
+                "an address like 0.0.0.0:9464, or off",
+                |s| match s {
+                    "off" => Some(None),
+                    addr => addr.parse().ok().map(Some),
+                },
             )?,
             tasks: TaskDefaults::from_source(src)?,
         })

@@ -5,10 +5,12 @@
 //! - [`store`]: everything that knows Redis — keys, Lua scripts, streams, pub/sub.
 //! - [`schema`]: the JSON Schema subset used to validate tool arguments.
 //! - [`config`]: `MCPT_*` variables and their defaults.
-//! - [`telemetry`]: log subscriber setup.
+//! - [`telemetry`]: logs, OTLP trace and metric export, the Prometheus text.
+//! - [`metrics`]: the OpenTelemetry instruments both binaries record.
 //! - [`shutdown`]: OS signals to a cancellation token.
 
 pub mod config;
+pub mod metrics;
 pub mod protocol;
 pub mod schema;
 pub mod shutdown;

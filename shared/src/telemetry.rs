@@ -1,23 +1,320 @@
-//! Logging setup: `RUST_LOG` filters (default `info`), `MCPT_LOG_FORMAT=json` for JSON lines.
-//! Logs go to stderr; stdout carries only the `listening on` contract line.
+//! Logs, traces and metrics for one process.
+//!
+//! - Logs: `RUST_LOG` filters (default `info`), `MCPT_LOG_FORMAT=json` for JSON lines, on
+//!   stderr (stdout carries only the `listening on` contract line).
+//! - Traces: `tracing` spans exported by OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+//!   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set; HTTP/protobuf unless
+//!   `OTEL_EXPORTER_OTLP_PROTOCOL=grpc`. Every other knob is a standard `OTEL_*` variable read by
+//!   the SDK (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`,
+//!   `OTEL_BSP_*`, `OTEL_EXPORTER_OTLP_HEADERS`, ...). Off without an endpoint: no span is then
+//!   built for export and a call's `traceparent` is passed through to the worker unchanged.
+//! - Metrics: the instruments of [`crate::metrics`], always readable as Prometheus text
+//!   ([`prometheus_text`], served on `GET /metrics`), and pushed by OTLP when an endpoint is
+//!   set (`OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`, `OTEL_METRIC_EXPORT_INTERVAL`).
+//!
+//! The export spans are `request` (gateway), `listen` (gateway), `job` (worker) and `store`
+//! (one per Redis script, debug level for logs but always exported); see STYLE.md §8.
 
-use tracing_subscriber::EnvFilter;
+use std::collections::HashMap;
+use std::sync::OnceLock;
 
-/// Install the global subscriber for a binary named `service`.
-pub fn init(service: &'static str) {
+use opentelemetry::propagation::TextMapPropagator as _;
+use opentelemetry::trace::{TraceContextExt as _, TracerProvider as _};
+use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer as _};
+
+/// The Prometheus registry the process' instruments are read from.
+static REGISTRY: OnceLock<prometheus::Registry> = OnceLock::new();
+
+/// Whether spans are exported (set once by [`init`]).
+static TRACING: OnceLock<bool> = OnceLock::new();
+
+/// The running exporters; [`Telemetry::shutdown`] flushes what they still hold.
+#[must_use = "dropping it without shutdown loses the last spans"]
+pub struct Telemetry {
+    tracer: Option<SdkTracerProvider>,
+    meter: SdkMeterProvider,
+}
+
+impl std::fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Telemetry")
+            .field("traces_exported", &self.tracer.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Telemetry {
+    /// Export what is still buffered and stop the exporters (call once, at exit).
+    pub fn shutdown(self) {
+        if let Some(tracer) = self.tracer
+            && let Err(e) = tracer.shutdown()
+        {
+            eprintln!("telemetry: cannot flush spans: {e}");
+        }
+        // The Prometheus reader has nothing to flush; an OTLP reader pushes a last time.
+        let _ = self.meter.shutdown();
+    }
+}
+
+/// Where the standard variables are read from (a map in tests).
+trait Source {
+    fn get(&self, name: &str) -> Option<String>;
+}
+
+struct Env;
+
+impl Source for Env {
+    fn get(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+    }
+}
+
+impl Source for HashMap<&str, &str> {
+    fn get(&self, name: &str) -> Option<String> {
+        HashMap::get(self, name)
+            .map(|v| (*v).to_owned())
+            .filter(|v| !v.trim().is_empty())
+    }
+}
+
+/// Which signals go out by OTLP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Export {
+    traces: bool,
+    metrics: bool,
+}
+
+fn export_plan(env: &impl Source) -> Result<Export, String> {
+    let disabled = env
+        .get("OTEL_SDK_DISABLED")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    for var in [
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
+    ] {
+        if let Some(v) = env.get(var)
+            && !matches!(v.as_str(), "http/protobuf" | "grpc")
+        {
+            return Err(format!("{var}={v:?}: expected http/protobuf or grpc"));
+        }
+    }
+    let signal = |endpoint: &str, exporter: &str| -> Result<bool, String> {
+        let wanted = match env.get(exporter).as_deref() {
+            None | Some("otlp") => true,
+            Some("none") => false,
+            Some(other) => return Err(format!("{exporter}={other:?}: expected otlp or none")),
+        };
+        let endpoint =
+            env.get("OTEL_EXPORTER_OTLP_ENDPOINT").is_some() || env.get(endpoint).is_some();
+        Ok(!disabled && wanted && endpoint)
+    };
+    Ok(Export {
+        traces: signal("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER")?,
+        metrics: signal(
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+            "OTEL_METRICS_EXPORTER",
+        )?,
+    })
+}
+
+/// Install logging, tracing export and the metric readers for a binary named `service`
+/// (the OTel `service.name` is `mcp-tasks-{service}` unless `OTEL_SERVICE_NAME` says
+/// otherwise). Call it inside the Tokio runtime: the gRPC exporter needs one.
+///
+/// # Errors
+/// A malformed `OTEL_*` variable, or an exporter that cannot be built; the message names the
+/// variable.
+pub fn init(service: &'static str) -> Result<Telemetry, String> {
+    let plan = export_plan(&Env)?;
+    let mut resource = opentelemetry_sdk::Resource::builder();
+    if Env.get("OTEL_SERVICE_NAME").is_none() {
+        resource = resource.with_service_name(format!("mcp-tasks-{service}"));
+    }
+    let resource = resource.build();
+
+    let tracer = if plan.traces {
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .build()
+            .map_err(|e| format!("cannot build the OTLP span exporter: {e}"))?;
+        Some(
+            SdkTracerProvider::builder()
+                .with_batch_exporter(exporter)
+                .with_resource(resource.clone())
+                .build(),
+        )
+    } else {
+        None
+    };
+
+    let registry = REGISTRY.get_or_init(prometheus::Registry::new).clone();
+    let prometheus = opentelemetry_prometheus::exporter()
+        .with_registry(registry)
+        .scope_info_enabled(false)
+        .build()
+        .map_err(|e| format!("cannot build the Prometheus exporter: {e}"))?;
+    let mut meter = SdkMeterProvider::builder()
+        .with_reader(prometheus)
+        .with_resource(resource);
+    if plan.metrics {
+        let exporter = opentelemetry_otlp::MetricExporter::builder()
+            .build()
+            .map_err(|e| format!("cannot build the OTLP metric exporter: {e}"))?;
+        meter = meter.with_periodic_exporter(exporter);
+    }
+    let meter = meter.build();
+    opentelemetry::global::set_meter_provider(meter.clone());
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    let _ = TRACING.set(tracer.is_some());
+
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let json = std::env::var(crate::config::ENV_LOG_FORMAT).is_ok_and(|v| v == "json");
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(ansi);
-    let result = if json {
-        builder.json().try_init()
+    let fmt = if json {
+        fmt.json().with_filter(filter).boxed()
     } else {
-        builder.try_init()
+        fmt.with_filter(filter).boxed()
     };
-    if result.is_ok() {
-        tracing::debug!(service, "telemetry initialised");
+    // Exported spans do not follow RUST_LOG: the `store` spans are debug for logs but part
+    // of every trace.
+    let otel = tracer.as_ref().map(|provider| {
+        tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("mcp-tasks"))
+            .with_filter(
+                Targets::new()
+                    .with_default(LevelFilter::INFO)
+                    .with_target("mcp_tasks_shared::store", LevelFilter::DEBUG),
+            )
+    });
+    if tracing_subscriber::registry()
+        .with(fmt)
+        .with(otel)
+        .try_init()
+        .is_ok()
+    {
+        tracing::debug!(
+            service,
+            traces = plan.traces,
+            metrics = plan.metrics,
+            "telemetry initialised"
+        );
+    }
+    Ok(Telemetry { tracer, meter })
+}
+
+/// The process' metrics in the Prometheus text format (empty before [`init`]).
+pub fn prometheus_text() -> Vec<u8> {
+    let Some(registry) = REGISTRY.get() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let encoder = prometheus::TextEncoder::new();
+    if let Err(e) = prometheus::Encoder::encode(&encoder, &registry.gather(), &mut out) {
+        tracing::warn!(error = %e, "cannot encode metrics");
+    }
+    out
+}
+
+/// Whether spans are exported.
+pub fn exporting() -> bool {
+    TRACING.get().copied().unwrap_or(false)
+}
+
+/// Make `span` a child of the W3C `traceparent` (from a call's `_meta`, an HTTP header or a
+/// job); a malformed value is ignored. No-op unless spans are exported.
+pub fn set_parent(span: &tracing::Span, traceparent: &str) {
+    if !exporting() {
+        return;
+    }
+    let carrier = HashMap::from([("traceparent".to_owned(), traceparent.to_owned())]);
+    let cx = TraceContextPropagator::new().extract(&carrier);
+    if cx.span().span_context().is_valid() {
+        let _ = span.set_parent(cx);
+    }
+}
+
+/// The W3C `traceparent` of the current span, to carry into a job; `fallback` (the caller's
+/// own) when spans are not exported.
+pub fn current_traceparent(fallback: Option<String>) -> Option<String> {
+    if !exporting() {
+        return fallback;
+    }
+    let cx = tracing::Span::current().context();
+    let mut carrier: HashMap<String, String> = HashMap::new();
+    TraceContextPropagator::new().inject_context(&cx, &mut carrier);
+    carrier.remove("traceparent").or(fallback)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn export_is_off_without_an_endpoint() {
+        let env: HashMap<&str, &str> = HashMap::new();
+        assert_eq!(
+            export_plan(&env),
+            Ok(Export {
+                traces: false,
+                metrics: false
+            })
+        );
+    }
+
+    #[test]
+    fn one_endpoint_exports_both_signals_unless_told_otherwise() {
+        let mut env = HashMap::from([("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")]);
+        assert_eq!(
+            export_plan(&env),
+            Ok(Export {
+                traces: true,
+                metrics: true
+            })
+        );
+        env.insert("OTEL_METRICS_EXPORTER", "none");
+        assert_eq!(export_plan(&env).map(|p| p.metrics), Ok(false));
+        env.insert("OTEL_SDK_DISABLED", "true");
+        assert_eq!(export_plan(&env).map(|p| p.traces), Ok(false));
+    }
+
+    #[test]
+    fn signal_endpoints_enable_only_their_signal() {
+        let env = HashMap::from([(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://x:4318/v1/traces",
+        )]);
+        assert_eq!(
+            export_plan(&env),
+            Ok(Export {
+                traces: true,
+                metrics: false
+            })
+        );
+    }
+
+    #[test]
+    fn unknown_protocols_and_exporters_name_the_variable() {
+        let env = HashMap::from([("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")]);
+        let err = export_plan(&env).unwrap_err();
+        assert!(
+            err.starts_with("OTEL_EXPORTER_OTLP_PROTOCOL=\"http/json\""),
+            "{err}"
+        );
+        let env = HashMap::from([("OTEL_TRACES_EXPORTER", "zipkin")]);
+        assert!(
+            export_plan(&env)
+                .unwrap_err()
+                .contains("OTEL_TRACES_EXPORTER")
+        );
     }
 }

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use mcp_tasks_shared::metrics;
 use mcp_tasks_shared::protocol::jsonrpc::ErrorObject;
 use mcp_tasks_shared::protocol::meta::{Capability, missing_capabilities};
 use mcp_tasks_shared::protocol::tasks::InputRequest;
@@ -32,6 +33,7 @@ struct Inner {
     permit: std::sync::Mutex<Option<OwnedSemaphorePermit>>,
     slots: Arc<Semaphore>,
     parked: Arc<std::sync::atomic::AtomicBool>,
+    queue: String,
 }
 
 impl std::fmt::Debug for TaskContext {
@@ -55,6 +57,8 @@ pub(crate) struct ContextParts {
     pub(crate) slots: Arc<Semaphore>,
     /// Set while the handler waits for input.
     pub(crate) parked: Arc<std::sync::atomic::AtomicBool>,
+    /// The job's queue (a metric attribute).
+    pub(crate) queue: String,
 }
 
 /// Run a store write, waiting out Redis outages (the handler pauses, then resumes) until
@@ -95,6 +99,7 @@ impl TaskContext {
                 permit: std::sync::Mutex::new(Some(parts.permit)),
                 slots: parts.slots,
                 parked: parts.parked,
+                queue: parts.queue,
             }),
         }
     }
@@ -180,7 +185,7 @@ impl TaskContext {
         // Parked: give the concurrency slot back while the client thinks (ARCHITECTURE.md).
         let permit = i.permit.lock().ok().and_then(|mut p| p.take());
         drop(permit);
-        let _parked = Parked::set(&i.parked);
+        let _parked = Parked::set(&i.parked, &i.queue);
         let mut latest = i.latest.clone();
         let answers = loop {
             if let Some(rec) = latest.borrow_and_update().as_ref() {
@@ -232,18 +237,25 @@ fn decode_answers(list: Vec<(String, String)>) -> Vec<(String, Value)> {
         .collect()
 }
 
-/// Marks a handler as waiting for input while alive.
-struct Parked<'a>(&'a std::sync::atomic::AtomicBool);
+/// Marks a handler as waiting for input while alive (the flag, and the gauge).
+struct Parked<'a>(&'a std::sync::atomic::AtomicBool, opentelemetry::KeyValue);
 
 impl<'a> Parked<'a> {
-    fn set(flag: &'a std::sync::atomic::AtomicBool) -> Self {
+    fn set(flag: &'a std::sync::atomic::AtomicBool, queue: &str) -> Self {
         flag.store(true, std::sync::atomic::Ordering::SeqCst);
-        Parked(flag)
+        let [attr] = metrics::queue_attrs(queue);
+        metrics::get()
+            .tasks_input_required
+            .add(1, std::slice::from_ref(&attr));
+        Parked(flag, attr)
     }
 }
 
 impl Drop for Parked<'_> {
     fn drop(&mut self) {
         self.0.store(false, std::sync::atomic::Ordering::SeqCst);
+        metrics::get()
+            .tasks_input_required
+            .add(-1, std::slice::from_ref(&self.1));
     }
 }

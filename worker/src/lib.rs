@@ -3,10 +3,12 @@
 //! - [`Tool`], [`ToolSpec`], [`TaskContext`]: the API for writing tools
 //!   (see `examples/custom_tool.rs` for a worker with its own tool in ~20 lines).
 //! - [`tools`]: the built-in packs (`demo`, `conformance`).
-//! - [`run`]: advertise the tools, then read and run jobs until shutdown.
+//! - [`run`]: advertise the tools, then read and run jobs until shutdown;
+//!   [`run_with_admin`] also serves `/healthz`, `/readyz` and `/metrics` (`admin.rs`).
 //!
 //! The job loop itself is in `runner.rs`; everything Redis is in `mcp_tasks_shared::store`.
 
+mod admin;
 mod claims;
 mod context;
 mod runner;
@@ -72,7 +74,37 @@ pub async fn run(
     tools: Vec<Arc<dyn Tool>>,
     shutdown: CancellationToken,
 ) -> Result<(), WorkerError> {
+    run_with_admin(config, tools, None, shutdown).await
+}
+
+/// [`run`], serving `GET /healthz`, `/readyz` and `/metrics` on `admin` meanwhile (ready
+/// while Redis answers and until `shutdown` fires; the listener stays up through the grace
+/// period).
+///
+/// # Errors
+/// Redis unreachable at start, or an invalid tool set.
+pub async fn run_with_admin(
+    config: WorkerConfig,
+    tools: Vec<Arc<dyn Tool>>,
+    admin: Option<tokio::net::TcpListener>,
+    shutdown: CancellationToken,
+) -> Result<(), WorkerError> {
     let store = Store::connect(&config.redis_url).await?;
+    let admin_stop = CancellationToken::new();
+    let _admin_stop = admin_stop.clone().drop_guard();
+    if let Some(listener) = admin {
+        tokio::spawn(admin::serve(
+            listener,
+            store.clone(),
+            shutdown.clone(),
+            admin_stop.clone(),
+        ));
+    }
+    tokio::spawn(admin::sample_depths(
+        store.clone(),
+        config.queues.clone(),
+        admin_stop.clone(),
+    ));
     store.ensure_groups(&config.queues).await?;
     store.warn_if_evicting().await;
     let mut by_name: HashMap<String, Arc<dyn Tool>> = HashMap::new();

@@ -1,4 +1,6 @@
-//! `mcp-tasks-worker`: runs the built-in tools selected by `MCPT_TOOLS` on `MCPT_QUEUES`.
+//! `mcp-tasks-worker`: runs the built-in tools selected by `MCPT_TOOLS` on `MCPT_QUEUES`;
+//! serves `/healthz`, `/readyz` and `/metrics` on `MCPT_ADMIN_ADDR` and prints
+//! `listening on http://ADDR` for it.
 
 use std::process::ExitCode;
 
@@ -13,7 +15,6 @@ fn main() -> ExitCode {
             return ExitCode::from(64);
         }
     };
-    telemetry::init("worker");
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -21,14 +22,36 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Inside the runtime: the gRPC exporter needs one.
+    let telemetry = match runtime.block_on(async { telemetry::init("worker") }) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("mcp-tasks-worker: {e}");
+            return ExitCode::from(64);
+        }
+    };
     let result = runtime.block_on(async {
+        let admin = match config.admin_addr {
+            Some(addr) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| format!("cannot listen on {addr} (MCPT_ADMIN_ADDR): {e}"))?;
+                let local = listener.local_addr().map_err(|e| e.to_string())?;
+                println!("listening on http://{local}");
+                Some(listener)
+            }
+            None => None,
+        };
         let tools = mcp_tasks_worker::tools::packs(&config.tools);
-        mcp_tasks_worker::run(config, tools, shutdown::on_signal()).await
+        mcp_tasks_worker::run_with_admin(config, tools, admin, shutdown::on_signal())
+            .await
+            .map_err(|e| mcp_tasks_shared::error_chain(&e))
     });
+    telemetry.shutdown();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mcp-tasks-worker: {}", mcp_tasks_shared::error_chain(&e));
+            eprintln!("mcp-tasks-worker: {e}");
             ExitCode::FAILURE
         }
     }

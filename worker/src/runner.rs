@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use mcp_tasks_shared::metrics;
 use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
 use mcp_tasks_shared::protocol::time::now_millis;
 use mcp_tasks_shared::store::events::{EventHub, TaskEvent, Watch};
@@ -168,6 +169,11 @@ impl Runner {
                     continue;
                 }
             };
+            if !found.is_empty() {
+                metrics::get()
+                    .deliveries_reclaimed
+                    .add(found.len() as u64, &metrics::queue_attrs(queue));
+            }
             let asked = permits.len();
             more |= !found.is_empty() && (found.len() >= asked || next != "0-0");
             cursors.insert(queue.clone(), next);
@@ -194,8 +200,15 @@ impl Runner {
             "job",
             task.id = %d.task_id,
             queue.name = %d.queue,
-            tool.name = tracing::field::Empty
+            tool.name = tracing::field::Empty,
+            queue.wait_ms = tracing::field::Empty,
         );
+        // One trace from tools/call through the queue to this run.
+        if let Ok(job) = &d.job
+            && let Some(parent) = &job.traceparent
+        {
+            mcp_tasks_shared::telemetry::set_parent(&span, parent);
+        }
         let this = self.clone();
         let handle = self
             .tracker
@@ -244,6 +257,17 @@ impl Runner {
                 return;
             }
         };
+        let _running = Running::start(&d.queue);
+        // The fence counts starts: the first one ends the task's wait in the queue.
+        if fence == 1
+            && let Some(created) = entry_millis(&d.entry)
+        {
+            let wait_ms = (now_millis() - created).max(0);
+            tracing::Span::current().record("queue.wait_ms", wait_ms);
+            metrics::get()
+                .queue_wait
+                .record(wait_ms as f64 / 1000.0, &metrics::queue_attrs(&d.queue));
+        }
         let job = match &d.job {
             Ok(job) => job.clone(),
             Err(why) => {
@@ -284,6 +308,7 @@ impl Runner {
             permit,
             slots: self.slots.clone(),
             parked,
+            queue: d.queue.clone(),
         });
         let outcome = tokio::select! {
             r = tool.call(ctx, job.args) => r,
@@ -334,7 +359,10 @@ impl Runner {
         // shutdown ends this with the process after the grace period.
         loop {
             match self.store.finish(d, fence, finish).await {
-                Ok(Write::Ok) => return,
+                Ok(Write::Ok) => {
+                    record_finish(d, finish);
+                    return;
+                }
                 Ok(Write::Fenced) => {
                     tracing::warn!(task.id = %d.task_id, "another worker owns this task now; result dropped");
                     return;
@@ -353,6 +381,49 @@ impl Runner {
         if let Err(e) = self.store.release(d).await {
             tracing::warn!(task.id = %d.task_id, error = %e, "cannot release job entry");
         }
+    }
+}
+
+/// The stream entry id's time part: when the create script queued the job (Redis clock).
+fn entry_millis(entry: &str) -> Option<i64> {
+    entry.split_once('-')?.0.parse().ok()
+}
+
+/// Count a task this worker ended, and how long it took from its call.
+fn record_finish(d: &Delivery, finish: &Finish) {
+    let status = match finish {
+        Finish::Completed(_) => "completed",
+        Finish::Failed { .. } => "failed",
+        Finish::Cancelled => "cancelled",
+    };
+    let tool = d.job.as_ref().map_or("unknown", |j| j.tool.as_str());
+    let attrs = metrics::finish_attrs(tool, status);
+    let m = metrics::get();
+    m.tasks_finished.add(1, &attrs);
+    if let Some(created) = entry_millis(&d.entry) {
+        let seconds = (now_millis() - created).max(0) as f64 / 1000.0;
+        m.task_duration.record(seconds, &attrs);
+    }
+}
+
+/// Counts a job as running while alive.
+struct Running(opentelemetry::KeyValue);
+
+impl Running {
+    fn start(queue: &str) -> Self {
+        let [attr] = metrics::queue_attrs(queue);
+        metrics::get()
+            .tasks_running
+            .add(1, std::slice::from_ref(&attr));
+        Running(attr)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        metrics::get()
+            .tasks_running
+            .add(-1, std::slice::from_ref(&self.0));
     }
 }
 

@@ -46,12 +46,18 @@ fn up() -> ExitCode {
             return ExitCode::from(64);
         }
     };
-    telemetry::init("mcp-tasks");
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("mcp-tasks: cannot start the runtime: {e}");
             return ExitCode::FAILURE;
+        }
+    };
+    let telemetry = match runtime.block_on(async { telemetry::init("up") }) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("mcp-tasks: {e}");
+            return ExitCode::from(64);
         }
     };
     let result: Result<(), String> = runtime.block_on(async {
@@ -93,6 +99,7 @@ fn up() -> ExitCode {
             .map_err(|e| format!("worker: {}", error_chain(&e)))?;
         Ok(())
     });
+    telemetry.shutdown();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -138,6 +138,7 @@ pub(crate) async fn listen(
     // the channel's capacity, which only drains once hyper has the body.
     tokio::spawn(
         async move {
+            let _open = OpenListener::new();
             let _ = stream.tx.send(sse_event(&ack)).await;
             let mut stream = stream;
             for rec in &initial {
@@ -148,6 +149,22 @@ pub(crate) async fn listen(
         .instrument(span),
     );
     Ok(Reply::Sse(rx))
+}
+
+/// Counts a notification stream as open while alive.
+struct OpenListener;
+
+impl OpenListener {
+    fn new() -> Self {
+        mcp_tasks_shared::metrics::get().listeners_open.add(1, &[]);
+        OpenListener
+    }
+}
+
+impl Drop for OpenListener {
+    fn drop(&mut self) {
+        mcp_tasks_shared::metrics::get().listeners_open.add(-1, &[]);
+    }
 }
 
 struct Stream {

@@ -112,11 +112,14 @@ pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, Disp
         args,
         caps: caps.clone(),
         pre,
-        traceparent: req
-            .meta()
-            .get(TRACEPARENT_KEY)
-            .and_then(Value::as_str)
-            .map(str::to_owned),
+        // This request's span when spans are exported (the worker's run is its child),
+        // else the caller's own context unchanged.
+        traceparent: mcp_tasks_shared::telemetry::current_traceparent(
+            req.meta()
+                .get(TRACEPARENT_KEY)
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        ),
     };
     let id = new_task_id();
     tracing::Span::current().record("task.id", id.as_str());
@@ -145,6 +148,13 @@ pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, Disp
     let mut guard = CancelOnDrop::new(&state.store, &id, owner);
     let created = state.store.create_task(&new).await?;
     tracing::info!(task.id = %id, tool.name = %name, mode = ?mode, "task {id} created");
+    mcp_tasks_shared::metrics::get().tasks_created.add(
+        1,
+        &[
+            opentelemetry::KeyValue::new("tool.name", name.to_owned()),
+            opentelemetry::KeyValue::new("queue.name", tool.queue.clone()),
+        ],
+    );
     let handle = || {
         let created = rfc3339_millis(created);
         CreateTaskResult {

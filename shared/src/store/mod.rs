@@ -49,6 +49,17 @@ impl From<redis::RedisError> for StoreError {
         if e.code() == Some("KEYREUSE") {
             StoreError::Rejected(e.detail().unwrap_or("input key reused").to_owned())
         } else {
+            // Every failed Redis call of the store passes through here.
+            let kind = if e.is_timeout() {
+                "timeout"
+            } else if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
+                "connection"
+            } else {
+                "response"
+            };
+            crate::metrics::get()
+                .redis_errors
+                .add(1, &[opentelemetry::KeyValue::new("error.kind", kind)]);
             StoreError::Redis(e)
         }
     }
@@ -283,6 +294,7 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "create", task.id = %t.id))]
     pub async fn create_task(&self, t: &NewTask<'_>) -> StoreResult<i64> {
         let job = serde_json::to_string(t.job).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let ttl = t.ttl_ms.map(|v| v.to_string()).unwrap_or_default();
@@ -313,6 +325,7 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "get", task.id = %id))]
     pub async fn get_task(&self, id: &str) -> StoreResult<Option<TaskRecord>> {
         let mut con = self.con.clone();
         let fields: Vec<(String, String)> = con.hgetall(keys::task_key(id)).await?;
@@ -344,6 +357,7 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "answer", task.id = %id))]
     pub async fn answer(
         &self,
         id: &str,
@@ -372,6 +386,7 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "cancel", task.id = %id))]
     pub async fn cancel(&self, id: &str, owner: &str) -> StoreResult<bool> {
         let mut con = self.con.clone();
         let reply = flat_strings(
@@ -383,7 +398,14 @@ impl Store {
                 .invoke_async(&mut con)
                 .await?,
         )?;
-        Ok(reply.first().is_some_and(|s| s == "ok"))
+        let found = reply.first().is_some_and(|s| s == "ok");
+        if let Some(tool) = reply.get(1) {
+            // Ended here, not by a worker: counted here.
+            crate::metrics::get()
+                .tasks_finished
+                .add(1, &crate::metrics::finish_attrs(tool, "cancelled"));
+        }
+        Ok(found)
     }
 
     /// Create the consumer group of each queue (and the stream) if missing.
@@ -425,6 +447,7 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "start", task.id = %d.task_id))]
     pub async fn start(
         &self,
         d: &Delivery,
@@ -462,6 +485,7 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "status", task.id = %id))]
     pub async fn set_message(&self, id: &str, fence: u64, message: &str) -> StoreResult<Write> {
         let mut con = self.con.clone();
         let reply = flat_strings(
@@ -481,6 +505,7 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable, or a key that already names another request.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "ask", task.id = %id))]
     pub async fn ask(
         &self,
         id: &str,
@@ -510,6 +535,7 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "finish", task.id = %d.task_id))]
     pub async fn finish(&self, d: &Delivery, fence: u64, outcome: &Finish) -> StoreResult<Write> {
         let (status, field, payload, message) = match outcome {
             Finish::Completed(result) => ("completed", "result", result.as_str(), ""),
@@ -542,6 +568,7 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "release", task.id = %d.task_id))]
     pub async fn release(&self, d: &Delivery) -> StoreResult<()> {
         let key = keys::queue_key(&d.queue);
         let mut con = self.con.clone();
@@ -670,6 +697,40 @@ impl Store {
             .map(|entry| delivery(queue, entry))
             .collect();
         Ok((deliveries, reply.next_stream_id))
+    }
+
+    /// Length, consumer-group lag and pending count of `queue` (all zero before the queue
+    /// exists). Lag Redis cannot compute (after deletions inside the unread part) is taken
+    /// as the entries neither pending nor acknowledged.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn queue_depth(&self, queue: &str) -> StoreResult<crate::metrics::QueueDepth> {
+        let key = keys::queue_key(queue);
+        let mut con = self.con.clone();
+        let length: u64 = con.xlen(&key).await?;
+        let groups: redis::RedisResult<redis::streams::StreamInfoGroupsReply> =
+            con.xinfo_groups(&key).await;
+        let group = match groups {
+            Ok(reply) => reply.groups.into_iter().find(|g| g.name == keys::GROUP),
+            // No stream yet: nothing queued.
+            Err(e)
+                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
+            {
+                None
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let pending = group.as_ref().map_or(0, |g| g.pending as u64);
+        let lag = group
+            .as_ref()
+            .and_then(|g| g.lag)
+            .map_or(length.saturating_sub(pending), |l| l as u64);
+        Ok(crate::metrics::QueueDepth {
+            length,
+            lag,
+            pending,
+        })
     }
 
     /// Advertise (or renew) tools.

@@ -3,8 +3,8 @@
 -- Terminal tasks do not change.
 -- KEYS[1] task hash
 -- ARGV[1] channel  ARGV[2] owner
--- Returns: {'ok'} | {'notfound'}
-local st = redis.call('HMGET', KEYS[1], 'status', 'owner', 'fence', 'cancel', 'updated', 'created', 'ttl')
+-- Returns: {'ok'} | {'ok', tool} when this script ended the task | {'notfound'}
+local st = redis.call('HMGET', KEYS[1], 'status', 'owner', 'fence', 'cancel', 'updated', 'created', 'ttl', 'tool')
 if not st[1] or st[2] ~= ARGV[2] then return {'notfound'} end
 if is_terminal(st[1]) then return {'ok'} end
 if past_ttl(st[6], st[7]) then
@@ -15,6 +15,7 @@ if not st[3] or st[1] == 'input_required' then
   redis.call('HSET', KEYS[1], 'status', 'cancelled', 'msg', 'Cancelled by request', 'pending', 0)
   touch(KEYS[1], st[5])
   publish(KEYS[1], ARGV[1])
+  return {'ok', st[8] or ''}
 elseif st[4] ~= '1' then
   -- Not an observable change (no version bump): only the worker acts on it.
   redis.call('HSET', KEYS[1], 'cancel', '1')

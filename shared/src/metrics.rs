@@ -1,0 +1,196 @@
+//! The OpenTelemetry instruments of both binaries, in one place so their names, units and
+//! attributes stay consistent (`deploy/grafana/mcp-tasks.json` queries them).
+//!
+//! Instruments bind to the global meter provider the first time [`get`] is called, so
+//! [`crate::telemetry::init`] must run first; before it (in library tests) they record into
+//! a no-op provider. On the Prometheus endpoint dots become underscores, counters gain
+//! `_total` and units a suffix (`mcpt.task.duration` in `s` is
+//! `mcpt_task_duration_seconds`).
+//!
+//! | instrument | kind | attributes | recorded by |
+//! | --- | --- | --- | --- |
+//! | `mcpt.tasks.created` | counter | `tool.name`, `queue.name` | gateway |
+//! | `mcpt.tasks.finished` | counter | `tool.name`, `task.status` | worker; the cancel script for tasks no worker runs |
+//! | `mcpt.task.duration` (s) | histogram | `tool.name`, `task.status` | worker |
+//! | `mcpt.task.queue_wait` (s) | histogram | `queue.name` | worker, first delivery |
+//! | `mcpt.tasks.running` | up-down | `queue.name` | worker |
+//! | `mcpt.tasks.input_required` | up-down | `queue.name` | worker |
+//! | `mcpt.requests` | counter | `rpc.method`, `outcome` | gateway |
+//! | `mcpt.request.duration` (s) | histogram | `rpc.method`, `outcome` | gateway |
+//! | `mcpt.listeners.open` | up-down | | gateway |
+//! | `mcpt.queue.length`, `mcpt.queue.lag`, `mcpt.queue.pending` | gauge | `queue.name` | worker |
+//! | `mcpt.deliveries.reclaimed` | counter | `queue.name` | worker |
+//! | `mcpt.redis.errors` | counter | `error.kind` | both |
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, OnceLock};
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, Histogram, ObservableGauge, UpDownCounter};
+
+/// Length, consumer-group lag and pending entries of one queue, as last sampled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// `XLEN`: entries in the stream (queued and running jobs).
+    pub length: u64,
+    /// Entries not yet delivered to the `workers` group.
+    pub lag: u64,
+    /// Entries delivered but not yet acknowledged.
+    pub pending: u64,
+}
+
+/// The instruments; see the module docs for what each one counts.
+#[allow(missing_docs)]
+pub struct Metrics {
+    pub tasks_created: Counter<u64>,
+    pub tasks_finished: Counter<u64>,
+    pub task_duration: Histogram<f64>,
+    pub queue_wait: Histogram<f64>,
+    pub tasks_running: UpDownCounter<i64>,
+    pub tasks_input_required: UpDownCounter<i64>,
+    pub requests: Counter<u64>,
+    pub request_duration: Histogram<f64>,
+    pub listeners_open: UpDownCounter<i64>,
+    pub deliveries_reclaimed: Counter<u64>,
+    pub redis_errors: Counter<u64>,
+    queue_gauges: Vec<ObservableGauge<u64>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics")
+            .field("queue_gauges", &self.queue_gauges.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Last sampled depth per queue, read by the queue gauges at collection.
+static DEPTHS: Mutex<BTreeMap<String, QueueDepth>> = Mutex::new(BTreeMap::new());
+
+/// Record the depth of `queue` for the queue gauges.
+pub fn set_queue_depth(queue: &str, depth: QueueDepth) {
+    if let Ok(mut map) = DEPTHS.lock() {
+        map.insert(queue.to_owned(), depth);
+    }
+}
+
+/// Stop reporting `queue` (its depth cannot be read: a stale figure would look healthy).
+pub fn forget_queue_depth(queue: &str) {
+    if let Ok(mut map) = DEPTHS.lock() {
+        map.remove(queue);
+    }
+}
+
+/// Seconds from a tool call to a task's end span minutes to hours.
+const TASK_SECONDS: &[f64] = &[
+    0.005, 0.025, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 14400.0,
+];
+/// Queue waits are short unless workers are missing.
+const WAIT_SECONDS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0, 600.0,
+];
+/// Requests answer in milliseconds; synchronous calls and input waits take longer.
+const REQUEST_SECONDS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0,
+];
+
+/// The process' instruments.
+pub fn get() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(|| {
+        let meter = opentelemetry::global::meter("mcp-tasks");
+        let gauge = |name: &'static str, desc: &'static str, pick: fn(&QueueDepth) -> u64| {
+            meter
+                .u64_observable_gauge(name)
+                .with_description(desc)
+                .with_callback(move |observer| {
+                    let Ok(map) = DEPTHS.lock() else { return };
+                    for (queue, depth) in map.iter() {
+                        observer
+                            .observe(pick(depth), &[KeyValue::new("queue.name", queue.clone())]);
+                    }
+                })
+                .build()
+        };
+        Metrics {
+            tasks_created: meter
+                .u64_counter("mcpt.tasks.created")
+                .with_description("Tasks created, by tool and queue")
+                .build(),
+            tasks_finished: meter
+                .u64_counter("mcpt.tasks.finished")
+                .with_description("Tasks that reached a terminal status, by tool and status")
+                .build(),
+            task_duration: meter
+                .f64_histogram("mcpt.task.duration")
+                .with_unit("s")
+                .with_description("From tools/call to the terminal status")
+                .with_boundaries(TASK_SECONDS.to_vec())
+                .build(),
+            queue_wait: meter
+                .f64_histogram("mcpt.task.queue_wait")
+                .with_unit("s")
+                .with_description("From tools/call to a worker's first start of the job")
+                .with_boundaries(WAIT_SECONDS.to_vec())
+                .build(),
+            tasks_running: meter
+                .i64_up_down_counter("mcpt.tasks.running")
+                .with_description("Jobs a worker is running (including those waiting for input)")
+                .build(),
+            tasks_input_required: meter
+                .i64_up_down_counter("mcpt.tasks.input_required")
+                .with_description("Running jobs parked until the client answers an input request")
+                .build(),
+            requests: meter
+                .u64_counter("mcpt.requests")
+                .with_description("JSON-RPC requests, by method and outcome")
+                .build(),
+            request_duration: meter
+                .f64_histogram("mcpt.request.duration")
+                .with_unit("s")
+                .with_description("JSON-RPC request latency, by method and outcome")
+                .with_boundaries(REQUEST_SECONDS.to_vec())
+                .build(),
+            listeners_open: meter
+                .i64_up_down_counter("mcpt.listeners.open")
+                .with_description("Open subscriptions/listen notification streams")
+                .build(),
+            deliveries_reclaimed: meter
+                .u64_counter("mcpt.deliveries.reclaimed")
+                .with_description("Jobs taken over from a worker that stopped renewing them")
+                .build(),
+            redis_errors: meter
+                .u64_counter("mcpt.redis.errors")
+                .with_description("Redis calls that failed, by kind")
+                .build(),
+            queue_gauges: vec![
+                gauge("mcpt.queue.length", "Entries in the queue's stream", |d| {
+                    d.length
+                }),
+                gauge(
+                    "mcpt.queue.lag",
+                    "Entries not yet delivered to any worker",
+                    |d| d.lag,
+                ),
+                gauge(
+                    "mcpt.queue.pending",
+                    "Entries delivered and not yet finished",
+                    |d| d.pending,
+                ),
+            ],
+        }
+    })
+}
+
+/// `[tool.name, task.status]`, the attributes of the finish instruments.
+pub fn finish_attrs(tool: &str, status: &'static str) -> [KeyValue; 2] {
+    [
+        KeyValue::new("tool.name", tool.to_owned()),
+        KeyValue::new("task.status", status),
+    ]
+}
+
+/// `[queue.name]`.
+pub fn queue_attrs(queue: &str) -> [KeyValue; 1] {
+    [KeyValue::new("queue.name", queue.to_owned())]
+}
