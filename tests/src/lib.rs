@@ -7,6 +7,9 @@
 //!   executable); the gateway's address comes from its `listening on` line.
 //! - [`Client`]: JSON-RPC over HTTP with the standard headers, plus an SSE reader.
 //! - [`TestContext`]: one Redis, gateways and workers; call `cleanup()` at the end.
+//! - [`otlp`]: an OTLP/HTTP receiver; [`metrics_text`] and [`metric_value`] read `/metrics`.
+
+pub mod otlp;
 
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
@@ -32,6 +35,44 @@ fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
+}
+
+/// `GET /metrics` of a gateway or worker at `addr`.
+pub async fn metrics_text(addr: SocketAddr) -> Result<String> {
+    let res = Client::new(addr)
+        .send_raw("GET", "/metrics", &[], Bytes::new())
+        .await?;
+    if res.status() != hyper::StatusCode::OK {
+        bail!("GET /metrics on {addr}: {}", res.status());
+    }
+    let body = res.into_body().collect().await?.to_bytes();
+    Ok(String::from_utf8(body.to_vec())?)
+}
+
+/// The value of the Prometheus sample `name` whose labels include all of `labels`, summed
+/// over the matching series; 0 when none matches (OpenTelemetry reports an instrument only
+/// once it was recorded).
+pub fn metric_value(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (metric, rest) = match series.split_once('{') {
+                Some((m, r)) => (m, r.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            if metric != name {
+                return None;
+            }
+            let all = labels
+                .iter()
+                .all(|(k, v)| rest.split(',').any(|kv| kv == format!("{k}=\"{v}\"")));
+            if !all {
+                return None;
+            }
+            value.parse::<f64>().ok()
+        })
+        .sum()
 }
 
 /// A fresh directory under the system temp dir, removed by the owner.
@@ -328,6 +369,8 @@ impl Gateway {
 pub struct Worker {
     /// Its process.
     pub process: Process,
+    /// Its `/healthz`, `/readyz`, `/metrics` listener.
+    pub admin: SocketAddr,
 }
 
 impl Worker {
@@ -338,8 +381,9 @@ impl Worker {
             ("MCPT_TOOLS", "conformance,demo".to_owned()),
         ];
         all.extend(env.iter().cloned());
-        let (process, _) = Process::spawn("mcp-tasks-worker", &all)?;
-        Ok(Worker { process })
+        let (mut process, _) = Process::spawn("mcp-tasks-worker", &all)?;
+        let admin = process.wait_line("listening on http://")?.parse()?;
+        Ok(Worker { process, admin })
     }
 }
 
@@ -357,6 +401,15 @@ pub struct TestContext {
 impl TestContext {
     /// Redis plus `gateways` gateways and `workers` workers; waits until tools are listed.
     pub async fn start(gateways: usize, workers: usize) -> Result<TestContext> {
+        TestContext::start_with(gateways, workers, &[]).await
+    }
+
+    /// [`TestContext::start`] with extra `env` for every gateway and worker.
+    pub async fn start_with(
+        gateways: usize,
+        workers: usize,
+        env: &[(&str, String)],
+    ) -> Result<TestContext> {
         let redis = RedisServer::start()?;
         let mut ctx = TestContext {
             gateways: Vec::new(),
@@ -365,10 +418,10 @@ impl TestContext {
             cleaned: false,
         };
         for _ in 0..workers {
-            ctx.workers.push(Worker::start(&ctx.redis.url(), &[])?);
+            ctx.workers.push(Worker::start(&ctx.redis.url(), env)?);
         }
         for _ in 0..gateways {
-            ctx.gateways.push(Gateway::start(&ctx.redis.url(), &[])?);
+            ctx.gateways.push(Gateway::start(&ctx.redis.url(), env)?);
         }
         if workers > 0 && gateways > 0 {
             ctx.wait_for_tools().await?;

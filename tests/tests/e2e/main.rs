@@ -13,3 +13,4 @@ mod outage;
 mod processes;
 mod protocol;
 mod recovery;
+mod telemetry;
