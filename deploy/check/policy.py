@@ -62,6 +62,7 @@ def env_of(container):
 
 
 workloads = by_kind("Deployment") + by_kind("StatefulSet")
+http_ports = {}  # Deployment name -> (workload, container, port its HTTP listener uses)
 deployments = {d["metadata"]["name"]: d for d in by_kind("Deployment")}
 for w in workloads:
     name = f'{w["kind"]} {w["metadata"]["name"]}'
@@ -103,17 +104,76 @@ for w in workloads:
             problem(f"{where}: MCPT_SHUTDOWN_GRACE / MCPT_DRAIN_DELAY is not a duration")
         elif pod.get("terminationGracePeriodSeconds", 30) <= grace + drain:
             problem(f"{where}: terminationGracePeriodSeconds must exceed {grace + drain:g}s (shutdown grace + drain delay)")
-        if binary == "mcp-tasks-gateway":
-            port = (env.get("MCPT_LISTEN_ADDR") or "").rpartition(":")[2]
-            if not (env.get("MCPT_LISTEN_ADDR") or "").startswith("0.0.0.0:"):
-                problem(f"{where}: MCPT_LISTEN_ADDR must listen on 0.0.0.0 inside a pod")
-            ports = {str(p["containerPort"]) for p in c.get("ports", [])}
-            if port not in ports:
-                problem(f"{where}: containerPort does not match MCPT_LISTEN_ADDR port {port}")
-            for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
-                got = ((c.get(probe) or {}).get("httpGet") or {}).get("path")
-                if got != path:
-                    problem(f"{where}: {probe} must GET {path} (got {got})")
+        if binary not in ("mcp-tasks-gateway", "mcp-tasks-worker"):
+            continue
+        # Both binaries serve /healthz, /readyz and /metrics over HTTP: the gateway on
+        # MCPT_LISTEN_ADDR, the worker on its admin listener MCPT_ADMIN_ADDR.
+        addr_var = "MCPT_LISTEN_ADDR" if binary == "mcp-tasks-gateway" else "MCPT_ADMIN_ADDR"
+        addr = env.get(addr_var) or ""
+        if not isinstance(addr, str) or not addr.startswith("0.0.0.0:"):
+            problem(f"{where}: {addr_var} must listen on 0.0.0.0:PORT inside a pod (got {addr!r})")
+            continue
+        port = addr.rpartition(":")[2]
+        named = {p.get("name"): str(p["containerPort"]) for p in c.get("ports", [])}
+        if port not in named.values():
+            problem(f"{where}: no containerPort matches {addr_var} port {port}")
+        paths = {}
+        for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+            get = (c.get(probe) or {}).get("httpGet") or {}
+            paths[probe] = get.get("path")
+            if get.get("path") != path:
+                problem(f"{where}: {probe} must GET {path} (got {get.get('path')})")
+            probe_port = str(get.get("port"))
+            if named.get(probe_port, probe_port) != port:
+                problem(f"{where}: {probe} port {get.get('port')!r} is not the {addr_var} port {port}")
+        if paths["livenessProbe"] and paths["livenessProbe"] == paths["readinessProbe"]:
+            problem(f"{where}: liveness and readiness probes must use different paths")
+        scrape = (w["spec"]["template"]["metadata"].get("annotations") or {})
+        if scrape.get("prometheus.io/scrape") != "true":
+            problem(f'{name}: pod template lacks annotation prometheus.io/scrape: "true"')
+        elif scrape.get("prometheus.io/port") != port or scrape.get("prometheus.io/path") != "/metrics":
+            problem(f"{name}: prometheus.io/port and prometheus.io/path must be {port!r} and '/metrics' "
+                    f"(got {scrape.get('prometheus.io/port')!r}, {scrape.get('prometheus.io/path')!r})")
+        http_ports[w["metadata"]["name"]] = (w, c, port)
+
+
+
+def selects(selector, labels):
+    """Whether a LabelSelector matches labels (matchLabels, matchExpressions)."""
+    if not (selector.get("matchLabels") or {}).items() <= labels.items():
+        return False
+    for e in selector.get("matchExpressions") or []:
+        have = e["key"] in labels
+        value = labels.get(e["key"])
+        ok = {"In": have and value in e.get("values", []),
+              "NotIn": not have or value not in e.get("values", []),
+              "Exists": have, "DoesNotExist": not have}[e["operator"]]
+        if not ok:
+            return False
+    return True
+
+
+# A pod that some NetworkPolicy isolates for ingress must still let Prometheus reach its
+# HTTP port (the kubelet's probes are exempt in most CNIs; a scraper is not).
+for dname, (w, c, port) in http_ports.items():
+    labels = w["spec"]["template"]["metadata"].get("labels") or {}
+    policies = [np for np in by_kind("NetworkPolicy")
+                if "Ingress" in np["spec"].get("policyTypes", ["Ingress"])
+                and selects(np["spec"].get("podSelector") or {}, labels)]
+    if not policies:
+        continue
+    names = {p.get("name"): str(p["containerPort"]) for p in c.get("ports", [])}
+    allowed = False
+    for np in policies:
+        for rule in np["spec"].get("ingress") or []:
+            if not rule.get("ports"):
+                allowed = True
+            for p in rule.get("ports") or []:
+                if "port" not in p or names.get(str(p["port"]), str(p["port"])) == port:
+                    allowed = True
+    if not allowed:
+        problem(f"Deployment {dname}: no NetworkPolicy admits ingress to its HTTP port {port} "
+                f"(metrics scraping) though {', '.join(np['metadata']['name'] for np in policies)} isolate(s) it")
 
 for sts in by_kind("StatefulSet"):
     for c in sts["spec"]["template"]["spec"]["containers"]:
