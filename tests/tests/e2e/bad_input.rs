@@ -143,13 +143,19 @@ impl Probe {
         })
     }
 
-    /// GET any path (for `/healthz`).
+    /// GET any path (for `/healthz`), on a fresh connection: the gateway rightly closes
+    /// connections after some bad requests (an oversized body), and a pooled one could be
+    /// reused just as it closes.
     async fn get(&self, path: &str) -> Result<u16> {
         let req = hyper::Request::builder()
             .method("GET")
             .uri(format!("http://{}{path}", self.addr))
             .body(Full::new(Bytes::new()))?;
-        let res = tokio::time::timeout(REQUEST_TIMEOUT, self.http.request(req)).await??;
+        let fresh: HyperClient<HttpConnector, Full<Bytes>> =
+            HyperClient::builder(TokioExecutor::new())
+                .pool_max_idle_per_host(0)
+                .build_http();
+        let res = tokio::time::timeout(REQUEST_TIMEOUT, fresh.request(req)).await??;
         Ok(res.status().as_u16())
     }
 }
