@@ -78,6 +78,51 @@ pub const DEFAULT_MAX_DELIVERIES: u32 = 5;
 pub const ENV_DRAIN_DELAY: &str = "MCPT_DRAIN_DELAY";
 /// Default drain delay.
 pub const DEFAULT_DRAIN_DELAY: Duration = Duration::from_secs(2);
+/// How the gateway authenticates callers: `none`, `tokens` or `jwt`.
+pub const ENV_AUTH: &str = "MCPT_AUTH";
+/// `1` lets a gateway without authentication listen on a non-loopback address.
+pub const ENV_AUTH_ALLOW_ANONYMOUS: &str = "MCPT_AUTH_ALLOW_ANONYMOUS";
+/// `MCPT_AUTH=tokens`: a file of `PRINCIPAL TOKEN` lines, re-read when it changes.
+pub const ENV_AUTH_TOKENS_FILE: &str = "MCPT_AUTH_TOKENS_FILE";
+/// `MCPT_AUTH=jwt`: the JWKS, a file path or an `http(s)://` URL.
+pub const ENV_AUTH_JWKS: &str = "MCPT_AUTH_JWKS";
+/// `MCPT_AUTH=jwt`: the required `iss`.
+pub const ENV_AUTH_ISSUER: &str = "MCPT_AUTH_ISSUER";
+/// `MCPT_AUTH=jwt`: the required `aud` (this server's identifier at the IdP).
+pub const ENV_AUTH_AUDIENCE: &str = "MCPT_AUTH_AUDIENCE";
+/// The canonical URL of this server's MCP endpoint, for the protected-resource metadata
+/// (default: derived from each request's `Host`).
+pub const ENV_AUTH_RESOURCE: &str = "MCPT_AUTH_RESOURCE";
+/// Comma-separated authorization server URLs for the metadata (default: the issuer).
+pub const ENV_AUTH_SERVERS: &str = "MCPT_AUTH_SERVERS";
+/// Tasks one principal may create per minute (0: no limit).
+pub const ENV_LIMIT_TASKS_PER_MINUTE: &str = "MCPT_LIMIT_TASKS_PER_MINUTE";
+/// Default creation rate per principal.
+pub const DEFAULT_LIMIT_TASKS_PER_MINUTE: u32 = 6000;
+/// Unfinished tasks one principal may have at once (0: no limit).
+pub const ENV_LIMIT_ACTIVE_TASKS: &str = "MCPT_LIMIT_ACTIVE_TASKS";
+/// Default unfinished tasks per principal.
+pub const DEFAULT_LIMIT_ACTIVE_TASKS: u32 = 1000;
+/// Notification streams one principal may hold open (0: no limit).
+pub const ENV_LIMIT_LISTENERS: &str = "MCPT_LIMIT_LISTENERS";
+/// Default open streams per principal.
+pub const DEFAULT_LIMIT_LISTENERS: u32 = 100;
+/// Most `taskIds` in one `subscriptions/listen`.
+pub const ENV_MAX_LISTEN_TASKS: &str = "MCPT_MAX_LISTEN_TASKS";
+/// Default bound on `taskIds` per listen.
+pub const DEFAULT_MAX_LISTEN_TASKS: usize = 1000;
+/// Largest `arguments` of a `tools/call`, in bytes of JSON.
+pub const ENV_MAX_ARGS_BYTES: &str = "MCPT_MAX_ARGS_BYTES";
+/// Default argument bound: 256 KiB.
+pub const DEFAULT_MAX_ARGS_BYTES: usize = 256 << 10;
+/// Largest tool result a worker stores, in bytes of JSON; a larger one fails the task.
+pub const ENV_MAX_RESULT_BYTES: &str = "MCPT_MAX_RESULT_BYTES";
+/// Default result bound: 1 MiB.
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 1 << 20;
+/// Most input requests one task may make over its life.
+pub const ENV_MAX_INPUT_REQUESTS: &str = "MCPT_MAX_INPUT_REQUESTS";
+/// Default bound on input requests per task.
+pub const DEFAULT_MAX_INPUT_REQUESTS: u32 = 100;
 /// Log format: `text` or `json`.
 pub const ENV_LOG_FORMAT: &str = "MCPT_LOG_FORMAT";
 
@@ -237,6 +282,193 @@ pub struct GatewayConfig {
     pub drain_delay: Duration,
     /// TTL bounds.
     pub tasks: TaskDefaults,
+    /// Who may call.
+    pub auth: AuthConfig,
+    /// Per-principal limits and request bounds.
+    pub limits: Limits,
+}
+
+/// How callers are authenticated (`MCPT_AUTH*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthMode {
+    /// Every caller is the anonymous principal; only allowed on loopback unless
+    /// `MCPT_AUTH_ALLOW_ANONYMOUS=1`.
+    None,
+    /// Static bearer tokens from `MCPT_AUTH_TOKENS_FILE`.
+    Tokens {
+        /// The file of `PRINCIPAL TOKEN` lines.
+        file: std::path::PathBuf,
+    },
+    /// Bearer JWTs checked against a JWKS.
+    Jwt {
+        /// `MCPT_AUTH_JWKS`: a path or an `http(s)://` URL.
+        jwks: String,
+        /// `MCPT_AUTH_ISSUER`.
+        issuer: String,
+        /// `MCPT_AUTH_AUDIENCE`.
+        audience: String,
+    },
+}
+
+/// Authentication settings.
+#[derive(Debug, Clone)]
+pub struct AuthConfig {
+    /// `MCPT_AUTH`, default `none`.
+    pub mode: AuthMode,
+    /// `MCPT_AUTH_ALLOW_ANONYMOUS`, default off.
+    pub allow_anonymous: bool,
+    /// `MCPT_AUTH_RESOURCE`, default derived from `Host`.
+    pub resource: Option<String>,
+    /// `MCPT_AUTH_SERVERS`, default the JWT issuer.
+    pub authorization_servers: Vec<String>,
+}
+
+/// Per-principal limits (0 turns one off) and size bounds, enforced by every gateway
+/// against counters in Redis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// `MCPT_LIMIT_TASKS_PER_MINUTE`, default 6000.
+    pub tasks_per_minute: u32,
+    /// `MCPT_LIMIT_ACTIVE_TASKS`, default 1000.
+    pub active_tasks: u32,
+    /// `MCPT_LIMIT_LISTENERS`, default 100.
+    pub listeners: u32,
+    /// `MCPT_MAX_LISTEN_TASKS`, default 1000.
+    pub listen_tasks: usize,
+    /// `MCPT_MAX_ARGS_BYTES`, default 256 KiB.
+    pub args_bytes: usize,
+}
+
+impl AuthConfig {
+    /// Read `MCPT_AUTH*` from `src`.
+    ///
+    /// # Errors
+    /// An unknown mode, or a mode missing one of its variables.
+    pub fn from_source(src: &dyn Source) -> Result<Self, ConfigError> {
+        let required = |var: &'static str, expected: &'static str| {
+            src.get(var)
+                .map(|v| v.trim().to_owned())
+                .ok_or(ConfigError {
+                    var,
+                    value: String::new(),
+                    expected,
+                })
+        };
+        let mode = match src.get(ENV_AUTH).as_deref().map(str::trim) {
+            None | Some("none") => AuthMode::None,
+            Some("tokens") => AuthMode::Tokens {
+                file: required(
+                    ENV_AUTH_TOKENS_FILE,
+                    "a file of PRINCIPAL TOKEN lines (MCPT_AUTH=tokens needs it)",
+                )?
+                .into(),
+            },
+            Some("jwt") => AuthMode::Jwt {
+                jwks: required(
+                    ENV_AUTH_JWKS,
+                    "a JWKS file path or http(s) URL (MCPT_AUTH=jwt needs it)",
+                )?,
+                issuer: required(ENV_AUTH_ISSUER, "the tokens' iss (MCPT_AUTH=jwt needs it)")?,
+                audience: required(
+                    ENV_AUTH_AUDIENCE,
+                    "the tokens' aud (MCPT_AUTH=jwt needs it)",
+                )?,
+            },
+            Some(other) => {
+                return Err(ConfigError {
+                    var: ENV_AUTH,
+                    value: other.to_owned(),
+                    expected: "none, tokens or jwt",
+                });
+            }
+        };
+        let default_servers = match &mode {
+            AuthMode::Jwt { issuer, .. } => vec![issuer.clone()],
+            _ => Vec::new(),
+        };
+        Ok(AuthConfig {
+            mode,
+            allow_anonymous: parsed(
+                src,
+                ENV_AUTH_ALLOW_ANONYMOUS,
+                false,
+                "0 or 1",
+                |s| match s {
+                    "1" | "true" => Some(true),
+                    "0" | "false" => Some(false),
+                    _ => None,
+                },
+            )?,
+            resource: parsed(
+                src,
+                ENV_AUTH_RESOURCE,
+                None,
+                "an http(s) URL like https://mcp.example.com/mcp",
+                |s| {
+                    (s.starts_with("https://") || s.starts_with("http://"))
+                        .then(|| Some(s.to_owned()))
+                },
+            )?,
+            authorization_servers: parsed(
+                src,
+                ENV_AUTH_SERVERS,
+                default_servers,
+                "a comma-separated list of URLs",
+                list,
+            )?,
+        })
+    }
+}
+
+impl Limits {
+    /// Read the `MCPT_LIMIT_*` and gateway `MCPT_MAX_*` bounds from `src`. Without
+    /// authentication (`anonymous`) every caller is one principal, so the per-principal
+    /// limits would be global ones: they are off unless set.
+    ///
+    /// # Errors
+    /// The first bad variable.
+    pub fn from_source(src: &dyn Source, anonymous: bool) -> Result<Self, ConfigError> {
+        const COUNT: &str = "an integer ≥ 0 (0: no limit)";
+        let count = |s: &str| s.parse::<u32>().ok();
+        let default = |d: u32| if anonymous { 0 } else { d };
+        Ok(Limits {
+            tasks_per_minute: parsed(
+                src,
+                ENV_LIMIT_TASKS_PER_MINUTE,
+                default(DEFAULT_LIMIT_TASKS_PER_MINUTE),
+                COUNT,
+                count,
+            )?,
+            active_tasks: parsed(
+                src,
+                ENV_LIMIT_ACTIVE_TASKS,
+                default(DEFAULT_LIMIT_ACTIVE_TASKS),
+                COUNT,
+                count,
+            )?,
+            listeners: parsed(
+                src,
+                ENV_LIMIT_LISTENERS,
+                default(DEFAULT_LIMIT_LISTENERS),
+                COUNT,
+                count,
+            )?,
+            listen_tasks: parsed(
+                src,
+                ENV_MAX_LISTEN_TASKS,
+                DEFAULT_MAX_LISTEN_TASKS,
+                "an integer from 1 to 100000",
+                |s| s.parse().ok().filter(|n| (1..=100_000).contains(n)),
+            )?,
+            args_bytes: parsed(
+                src,
+                ENV_MAX_ARGS_BYTES,
+                DEFAULT_MAX_ARGS_BYTES,
+                "a byte count ≥ 2",
+                |s| s.parse().ok().filter(|n| *n >= 2),
+            )?,
+        })
+    }
 }
 
 const DURATION: &str = "a duration like 500ms, 30s, 5m or 1h";
@@ -309,7 +541,26 @@ impl GatewayConfig {
                 parse_duration,
             )?,
             tasks: TaskDefaults::from_source(src)?,
+            limits: Limits::from_source(src, AuthConfig::from_source(src)?.mode == AuthMode::None)?,
+            auth: AuthConfig::from_source(src)?,
         })
+    }
+
+    /// Refuse to serve without authentication on a non-loopback address unless told to.
+    ///
+    /// # Errors
+    /// The one-line reason.
+    pub fn check_exposure(&self, addr: SocketAddr) -> Result<(), String> {
+        if self.auth.mode == AuthMode::None
+            && !addr.ip().is_loopback()
+            && !self.auth.allow_anonymous
+        {
+            return Err(format!(
+                "refusing to listen on {addr} without authentication: set MCPT_AUTH=tokens or \
+                 MCPT_AUTH=jwt, or MCPT_AUTH_ALLOW_ANONYMOUS=1 to serve anyone who can reach it"
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -332,6 +583,10 @@ pub struct WorkerConfig {
     pub max_deliveries: u32,
     /// `MCPT_ADMIN_ADDR`, default `127.0.0.1:0`; `None` for `off`.
     pub admin_addr: Option<SocketAddr>,
+    /// `MCPT_MAX_RESULT_BYTES`, default 1 MiB.
+    pub max_result_bytes: usize,
+    /// `MCPT_MAX_INPUT_REQUESTS`, default 100.
+    pub max_input_requests: u32,
     /// Tool TTL and poll defaults.
     pub tasks: TaskDefaults,
 }
@@ -415,6 +670,20 @@ impl WorkerConfig {
                     addr => addr.parse().ok().map(Some),
                 },
             )?,
+            max_result_bytes: parsed(
+                src,
+                ENV_MAX_RESULT_BYTES,
+                DEFAULT_MAX_RESULT_BYTES,
+                "a byte count ≥ 1024",
+                |s| s.parse().ok().filter(|n| *n >= 1024),
+            )?,
+            max_input_requests: parsed(
+                src,
+                ENV_MAX_INPUT_REQUESTS,
+                DEFAULT_MAX_INPUT_REQUESTS,
+                "an integer from 1 to 100000",
+                |s| s.parse().ok().filter(|n| (1..=100_000).contains(n)),
+            )?,
             tasks: TaskDefaults::from_source(src)?,
         })
     }
@@ -465,5 +734,53 @@ mod tests {
         assert_eq!(parse_duration("10"), None);
         assert_eq!(parse_duration("ten"), None);
         assert_eq!(parse_duration("5x"), None);
+    }
+
+    #[test]
+    fn auth_modes_need_their_variables() {
+        let none = GatewayConfig::from_source(&HashMap::new()).unwrap();
+        assert_eq!(none.auth.mode, AuthMode::None);
+        // Without authentication the per-caller limits would be global: off unless set.
+        assert_eq!(none.limits.active_tasks, 0);
+        let src = HashMap::from([(ENV_AUTH, "tokens")]);
+        let err = GatewayConfig::from_source(&src).unwrap_err();
+        assert_eq!(err.var, ENV_AUTH_TOKENS_FILE);
+        let src = HashMap::from([(ENV_AUTH, "tokens"), (ENV_AUTH_TOKENS_FILE, "/etc/t")]);
+        let tokens = GatewayConfig::from_source(&src).unwrap();
+        assert_eq!(tokens.limits.active_tasks, DEFAULT_LIMIT_ACTIVE_TASKS);
+        let src = HashMap::from([
+            (ENV_AUTH, "jwt"),
+            (ENV_AUTH_JWKS, "https://idp/jwks"),
+            (ENV_AUTH_ISSUER, "https://idp"),
+        ]);
+        assert_eq!(
+            GatewayConfig::from_source(&src).unwrap_err().var,
+            ENV_AUTH_AUDIENCE
+        );
+        let src = HashMap::from([(ENV_AUTH, "basic")]);
+        let err = GatewayConfig::from_source(&src).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "MCPT_AUTH=\"basic\": expected none, tokens or jwt"
+        );
+    }
+
+    #[test]
+    fn open_addresses_need_authentication_or_consent() {
+        let any: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        let none = GatewayConfig::from_source(&HashMap::new()).unwrap();
+        assert!(
+            none.check_exposure("127.0.0.1:8080".parse().unwrap())
+                .is_ok()
+        );
+        let err = none.check_exposure(any).unwrap_err();
+        assert!(err.starts_with("refusing to listen on 0.0.0.0:8080 without authentication"));
+        let src = HashMap::from([(ENV_AUTH_ALLOW_ANONYMOUS, "1")]);
+        assert!(
+            GatewayConfig::from_source(&src)
+                .unwrap()
+                .check_exposure(any)
+                .is_ok()
+        );
     }
 }

@@ -21,6 +21,9 @@ pub const HEADER_MISMATCH: i64 = -32020;
 pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// The requested protocol version is not served (B-19).
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// **[project]** A per-caller limit is reached. The specification defines no code for
+/// this, and application codes belong outside `-32768…-32000` (base-protocol §16.3).
+pub const LIMIT_EXCEEDED: i64 = -31001;
 
 /// A JSON-RPC request id: a string or an integer, never `null` (B-02). Echoed unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

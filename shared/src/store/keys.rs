@@ -28,6 +28,22 @@ pub fn sweep_key(queue: &str) -> String {
     format!("mcpt:sweep:{{{queue}}}")
 }
 
+/// `mcpt:rate:{OWNER}:MINUTE` — tasks an owner created in one minute (minutes since the epoch).
+pub fn rate_key(owner: &str, minute: u64) -> String {
+    format!("mcpt:rate:{{{owner}}}:{minute}")
+}
+
+/// `mcpt:active:{OWNER}` — an owner's unfinished tasks, scored by when they expire.
+pub fn active_key(owner: &str) -> String {
+    format!("mcpt:active:{{{owner}}}")
+}
+
+/// `mcpt:listeners:{OWNER}` — an owner's open notification streams, scored by when their
+/// hold lapses.
+pub fn listeners_key(owner: &str) -> String {
+    format!("mcpt:listeners:{{{owner}}}")
+}
+
 /// `mcpt:tools` — hash of tool advertisements (tool name → JSON), written by live workers.
 pub const TOOLS_KEY: &str = "mcpt:tools";
 

@@ -79,10 +79,39 @@ pub struct NewTask<'a> {
     pub poll_ms: u64,
     /// Principal digest.
     pub owner: &'a str,
+    /// The owner's limits to enforce.
+    pub limits: OwnerLimits,
     /// Queue to enqueue on.
     pub queue: &'a str,
     /// The job.
     pub job: &'a Job,
+}
+
+/// Per-owner limits checked when a task is created (0 turns one off).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OwnerLimits {
+    /// Tasks per minute.
+    pub per_minute: u32,
+    /// Unfinished tasks at once.
+    pub active: u32,
+}
+
+/// Which limit refused a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// [`OwnerLimits::per_minute`].
+    PerMinute,
+    /// [`OwnerLimits::active`].
+    Active,
+}
+
+/// Outcome of [`Store::create_task`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Created {
+    /// Created at this time (ms since the epoch, Redis clock).
+    At(i64),
+    /// Refused by the owner's limit; nothing was written.
+    Limited(Limit),
 }
 
 /// The stream entry a worker runs: everything the handler needs besides the task hash.
@@ -100,6 +129,10 @@ pub struct Job {
     /// W3C `traceparent` of the call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// Digest of the caller's principal (`anonymous` without authentication); never the
+    /// credential.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub owner: String,
 }
 
 /// A job read from a queue.
@@ -295,15 +328,18 @@ impl Store {
     /// # Errors
     /// Redis unavailable.
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "create", task.id = %t.id))]
-    pub async fn create_task(&self, t: &NewTask<'_>) -> StoreResult<i64> {
+    pub async fn create_task(&self, t: &NewTask<'_>) -> StoreResult<Created> {
         let job = serde_json::to_string(t.job).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let ttl = t.ttl_ms.map(|v| v.to_string()).unwrap_or_default();
+        let minute = crate::protocol::time::now_millis().max(0) as u64 / 60_000;
         let mut con = self.con.clone();
         let reply: Vec<redis::Value> = self
             .scripts
             .create
             .key(keys::task_key(t.id))
             .key(keys::queue_key(t.queue))
+            .key(keys::rate_key(t.owner, minute))
+            .key(keys::active_key(t.owner))
             .arg(t.id)
             .arg(ttl)
             .arg(t.poll_ms)
@@ -312,13 +348,89 @@ impl Store {
             .arg(t.queue)
             .arg(job)
             .arg(t.ttl_ms.map_or(0, |ttl| ttl.min(EXPIRED_RETENTION_MS)))
+            .arg(t.limits.per_minute)
+            .arg(t.limits.active)
             .invoke_async(&mut con)
             .await?;
-        let created = flat_strings(reply)?;
-        created
-            .first()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| StoreError::Corrupt("create returned no time".into()))
+        let reply = flat_strings(reply)?;
+        match reply.as_slice() {
+            [limit, which] if limit == "limit" => Ok(Created::Limited(match which.as_str() {
+                "rate" => Limit::PerMinute,
+                _ => Limit::Active,
+            })),
+            [at] => at
+                .parse()
+                .map(Created::At)
+                .map_err(|_| StoreError::Corrupt(format!("create returned {at:?}"))),
+            other => Err(StoreError::Corrupt(format!("create returned {other:?}"))),
+        }
+    }
+
+    /// Drop the finished (or vanished) tasks from `owner`'s unfinished set; returns how
+    /// many left it. Run when the owner reaches the limit, so the count is exact then.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn prune_active(&self, owner: &str) -> StoreResult<usize> {
+        let key = keys::active_key(owner);
+        let mut con = self.con.clone();
+        let ids: Vec<String> = con.zrange(&key, 0, -1).await?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut pipe = redis::pipe();
+        for id in &ids {
+            pipe.hget(keys::task_key(id), "status");
+        }
+        let statuses: Vec<Option<String>> = pipe.query_async(&mut con).await?;
+        let done: Vec<&String> = ids
+            .iter()
+            .zip(&statuses)
+            .filter(|(_, s)| {
+                s.as_deref()
+                    .is_none_or(|s| matches!(s, "completed" | "failed" | "cancelled"))
+            })
+            .map(|(id, _)| id)
+            .collect();
+        if !done.is_empty() {
+            let _: () = con.zrem(&key, &done).await?;
+        }
+        Ok(done.len())
+    }
+
+    /// Hold (or renew) listener `id`'s slot among `owner`'s open streams for `hold`;
+    /// `false` when the owner already has `most` open (0: no limit).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn hold_listener(
+        &self,
+        owner: &str,
+        id: &str,
+        most: u32,
+        hold: Duration,
+    ) -> StoreResult<bool> {
+        let mut con = self.con.clone();
+        let held: i64 = self
+            .scripts
+            .listener
+            .key(keys::listeners_key(owner))
+            .arg(id)
+            .arg(most)
+            .arg(u64::try_from(hold.as_millis()).unwrap_or(u64::MAX))
+            .invoke_async(&mut con)
+            .await?;
+        Ok(held == 1)
+    }
+
+    /// Give listener `id`'s slot back.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn release_listener(&self, owner: &str, id: &str) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        let _: () = con.zrem(keys::listeners_key(owner), id).await?;
+        Ok(())
     }
 
     /// Read one task (one `HGETALL`); `None` when unknown or expired.
@@ -832,14 +944,31 @@ fn delivery(queue: &str, entry: redis::streams::StreamId) -> Delivery {
 mod tests {
     use super::*;
 
-    /// T-42: ids are header-safe and carry a v4 UUID's randomness.
+    /// T-42: 10,000 ids are distinct and header-safe, and each carries a v4 UUID's 122
+    /// random bits (every random bit position takes both values across the sample).
     #[test]
-    fn task_ids_are_header_safe_and_distinct() {
-        let ids: std::collections::HashSet<String> = (0..1000).map(|_| new_task_id()).collect();
-        assert_eq!(ids.len(), 1000);
+    fn task_ids_are_header_safe_distinct_and_random() {
+        use base64::Engine as _;
+        let ids: std::collections::HashSet<String> = (0..10_000).map(|_| new_task_id()).collect();
+        assert_eq!(ids.len(), 10_000);
+        let (mut ones, mut zeros) = (0u128, 0u128);
         for id in &ids {
             assert!(is_plausible_task_id(id), "{id}");
             assert_eq!(id.len(), 4 + 22);
+            assert!(
+                id.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'),
+                "{id}"
+            );
+            let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(&id[4..])
+                .expect("base64url");
+            let bits = u128::from_be_bytes(raw.try_into().expect("16 bytes"));
+            ones |= bits;
+            zeros |= !bits;
         }
+        // UUID v4 fixes 6 bits (version and variant); the other 122 vary.
+        let varying = (ones & zeros).count_ones();
+        assert!(varying >= 122, "only {varying} bits vary");
     }
 }

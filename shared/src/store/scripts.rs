@@ -13,6 +13,7 @@ pub(crate) struct Scripts {
     pub(crate) finish: Script,
     pub(crate) sweep_lease: Script,
     pub(crate) handover: Script,
+    pub(crate) listener: Script,
 }
 
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
@@ -33,6 +34,7 @@ impl Scripts {
             finish: script(include_str!("scripts/finish.lua")),
             sweep_lease: Script::new(include_str!("scripts/sweep_lease.lua")),
             handover: Script::new(include_str!("scripts/handover.lua")),
+            listener: script(include_str!("scripts/listener.lua")),
         }
     }
 }

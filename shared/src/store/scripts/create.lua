@@ -1,19 +1,50 @@
 -- Create a task and enqueue its job in one step, so CreateTaskResult is only sent for a
--- task that any replica can read (T-14).
+-- task that any replica can read (T-14). The owner's limits are checked in the same step,
+-- so concurrent gateways cannot overshoot them.
 -- KEYS[1] task hash   KEYS[2] queue stream
+-- KEYS[3] the owner's creation counter for this minute   KEYS[4] the owner's unfinished tasks
 -- ARGV[1] task id  ARGV[2] ttl ms ('' = never expires)  ARGV[3] poll ms  ARGV[4] owner
 -- ARGV[5] tool  ARGV[6] queue  ARGV[7] job JSON
 -- ARGV[8] how long the hash outlives the TTL (ms), so an expired task reads as failed
 --         for a while before it is gone
--- Returns: {created-at ms} or an error reply if the id exists.
+-- ARGV[9] tasks per minute allowed (0: no limit)  ARGV[10] unfinished tasks allowed (0: none)
+-- Returns: {created-at ms} | {'limit', 'rate' | 'active'}, or an error reply if the id
+-- exists. The unfinished set holds task ids scored by when they expire; finished ones
+-- leave it when the caller prunes it at the limit (Store::prune_active).
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return redis.error_reply('EXISTS task id already in use')
 end
-local now = string.format('%d', now_ms())
+local now_n = now_ms()
+local rate, active = tonumber(ARGV[9]), tonumber(ARGV[10])
+-- Refused attempts do not count against the rate; created tasks do (below).
+if rate > 0 and tonumber(redis.call('GET', KEYS[3]) or '0') >= rate then
+  return {'limit', 'rate'}
+end
+if active > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_n)
+  if redis.call('ZCARD', KEYS[4]) >= active then return {'limit', 'active'} end
+end
+local now = string.format('%d', now_n)
 redis.call('HSET', KEYS[1], 'status', 'working', 'created', now, 'updated', now,
   'ttl', ARGV[2], 'poll', ARGV[3], 'ver', 1, 'owner', ARGV[4], 'tool', ARGV[5], 'queue', ARGV[6])
 if ARGV[2] ~= '' then
   redis.call('PEXPIREAT', KEYS[1], tonumber(now) + tonumber(ARGV[2]) + tonumber(ARGV[8]))
 end
 redis.call('XADD', KEYS[2], '*', 'task', ARGV[1], 'job', ARGV[7])
+if rate > 0 and redis.call('INCR', KEYS[3]) == 1 then
+  redis.call('PEXPIRE', KEYS[3], 61000)
+end
+if active > 0 then
+  if ARGV[2] == '' then
+    redis.call('ZADD', KEYS[4], '+inf', ARGV[1])
+    redis.call('PERSIST', KEYS[4])
+  else
+    local until_ms = now_n + tonumber(ARGV[2])
+    redis.call('ZADD', KEYS[4], until_ms, ARGV[1])
+    local left = redis.call('PTTL', KEYS[4])
+    if left >= 0 and left < tonumber(ARGV[2]) then
+      redis.call('PEXPIRE', KEYS[4], tonumber(ARGV[2]))
+    end
+  end
+end
 return {now}
