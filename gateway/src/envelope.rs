@@ -39,6 +39,8 @@ pub(crate) struct Request {
     pub(crate) method: String,
     /// `params` (an object; `{}` when absent).
     pub(crate) params: Map<String, Value>,
+    /// The caller's owner digest, set once the request is authenticated.
+    pub(crate) owner: String,
 }
 
 impl Request {
@@ -210,7 +212,12 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
             ))));
         }
     }
-    Ok(Body::Request(Request { id, method, params }))
+    Ok(Body::Request(Request {
+        id,
+        method,
+        params,
+        owner: crate::auth::ANONYMOUS.to_owned(),
+    }))
 }
 
 fn required_header(h: &RoutingHeader, name: &str) -> Result<String, DispatchError> {

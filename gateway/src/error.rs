@@ -3,7 +3,7 @@
 
 use hyper::StatusCode;
 use mcp_tasks_shared::protocol::jsonrpc::{
-    ErrorObject, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
+    ErrorObject, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, LIMIT_EXCEEDED,
     METHOD_NOT_FOUND, PARSE_ERROR,
 };
 use mcp_tasks_shared::store::StoreError;
@@ -48,6 +48,16 @@ pub(crate) enum DispatchError {
     /// A failed task's error or another JSON-RPC error to pass through (in-band).
     #[error("{}", .0.message)]
     Rpc(Box<ErrorObject>),
+    /// A per-caller limit is reached (-31001 with `data.limit` and `data.max`, HTTP 429).
+    #[error("{message}")]
+    Limited {
+        /// What was refused and why, naming the variable that sets the limit.
+        message: String,
+        /// Which limit (`tasks_per_minute`, `active_tasks`, `listeners`).
+        limit: &'static str,
+        /// Its value.
+        max: u32,
+    },
     /// Redis unreachable or failing (-32603, in-band).
     #[error("store failed")]
     Store(#[source] Box<StoreError>),
@@ -80,6 +90,7 @@ impl DispatchError {
             | DispatchError::MissingCapability(_) => StatusCode::BAD_REQUEST,
             DispatchError::MethodNotFound(_) => StatusCode::NOT_FOUND,
             DispatchError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+            DispatchError::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
             DispatchError::InvalidParams(_)
             | DispatchError::TaskNotFound
             | DispatchError::Rpc(_)
@@ -108,6 +119,15 @@ impl From<&DispatchError> for ErrorObject {
             DispatchError::UnsupportedVersion { requested } => {
                 ErrorObject::unsupported_version(requested)
             }
+            DispatchError::Limited {
+                message,
+                limit,
+                max,
+            } => ErrorObject {
+                code: LIMIT_EXCEEDED,
+                message: message.clone(),
+                data: Some(serde_json::json!({"limit": limit, "max": max})),
+            },
             DispatchError::MethodNotFound(m) => {
                 ErrorObject::new(METHOD_NOT_FOUND, format!("Method not found: {m}"))
             }

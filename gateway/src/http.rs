@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
 use crate::State;
+use crate::auth;
 use crate::envelope::{self, Body};
 use crate::error::DispatchError;
 use crate::headers::{self, Routing};
@@ -101,6 +102,16 @@ pub(crate) async fn serve(
                 )
             }
         }
+        (&Method::GET, auth::METADATA_PATH | "/.well-known/oauth-protected-resource/mcp")
+            if state.auth.enabled() =>
+        {
+            let meta = auth::resource_metadata(&state.config.auth, req.headers());
+            full(
+                StatusCode::OK,
+                Some("application/json"),
+                serde_json::to_vec(&meta).unwrap_or_default(),
+            )
+        }
         (&Method::GET, "/metrics") => full(
             StatusCode::OK,
             Some("text/plain; version=0.0.4"),
@@ -152,6 +163,20 @@ async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
             "Host not allowed: this server only answers loopback names",
         );
     }
+    let owner = match state.auth.owner(headers).await {
+        Ok(owner) => owner,
+        Err(challenge) => {
+            let mut res = reject(
+                StatusCode::UNAUTHORIZED,
+                &format!("Unauthorized: {}", challenge.description),
+            );
+            res.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                auth::www_authenticate(&state.config.auth, headers, &challenge),
+            );
+            return res;
+        }
+    };
     let content_type = media_types(headers, header::CONTENT_TYPE).unwrap_or_default();
     if content_type.as_slice() != ["application/json"] {
         return reject(
@@ -199,7 +224,10 @@ async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
     };
     let request = match envelope::parse(&body, &routing) {
         Ok(Body::Notification) => return full(StatusCode::ACCEPTED, None, Bytes::new()),
-        Ok(Body::Request(r)) => r,
+        Ok(Body::Request(mut r)) => {
+            r.owner = owner;
+            r
+        }
         Err((id, e)) => return error_response(id.as_ref(), &e),
     };
     let span = tracing::info_span!(

@@ -9,6 +9,7 @@
 //! The gateway never runs a tool and keeps no task state: every answer comes from Redis
 //! (through `mcp_tasks_shared::store`), so any replica answers any request.
 
+mod auth;
 mod dispatch;
 mod envelope;
 mod error;
@@ -35,6 +36,8 @@ pub(crate) struct State {
     pub(crate) store: Store,
     pub(crate) hub: EventHub,
     pub(crate) registry: registry::Registry,
+    /// Who may call.
+    pub(crate) auth: auth::Authenticator,
     /// Listening on loopback: `Host` must be a loopback name (DNS rebinding, B-17).
     pub(crate) loopback_only: bool,
     ready: AtomicBool,
@@ -57,6 +60,9 @@ pub enum GatewayError {
     /// The listener failed.
     #[error("listener failed")]
     Io(#[from] std::io::Error),
+    /// Authentication cannot be set up (token file or key set unreadable).
+    #[error("{0}")]
+    Auth(String),
 }
 
 /// Serve MCP on `listener` until `shutdown` fires, then stop accepting, report not-ready,
@@ -69,13 +75,18 @@ pub async fn run(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), GatewayError> {
+    let local: SocketAddr = listener.local_addr()?;
+    config.check_exposure(local).map_err(GatewayError::Auth)?;
+    let auth = auth::Authenticator::new(&config.auth)
+        .await
+        .map_err(GatewayError::Auth)?;
     let store = Store::connect(&config.redis_url).await?;
     store.warn_if_evicting().await;
-    let local: SocketAddr = listener.local_addr()?;
     let hub_stop = CancellationToken::new();
     let state = Arc::new(State {
         hub: EventHub::start(&store, hub_stop.clone()),
         registry: registry::Registry::new(store.clone()),
+        auth,
         store,
         loopback_only: local.ip().is_loopback(),
         ready: AtomicBool::new(true),

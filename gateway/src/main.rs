@@ -13,6 +13,10 @@ fn main() -> ExitCode {
             return ExitCode::from(64);
         }
     };
+    if let Err(e) = config.check_exposure(config.listen_addr) {
+        eprintln!("mcp-tasks-gateway: {e}");
+        return ExitCode::from(64);
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

@@ -34,6 +34,10 @@ struct Inner {
     slots: Arc<Semaphore>,
     parked: Arc<std::sync::atomic::AtomicBool>,
     queue: String,
+    owner: String,
+    /// Input keys asked in this run, bounded by `max_inputs`.
+    asked: std::sync::Mutex<std::collections::HashSet<String>>,
+    max_inputs: u32,
 }
 
 impl std::fmt::Debug for TaskContext {
@@ -59,6 +63,10 @@ pub(crate) struct ContextParts {
     pub(crate) parked: Arc<std::sync::atomic::AtomicBool>,
     /// The job's queue (a metric attribute).
     pub(crate) queue: String,
+    /// Digest of the caller's principal.
+    pub(crate) owner: String,
+    /// `MCPT_MAX_INPUT_REQUESTS`.
+    pub(crate) max_inputs: u32,
 }
 
 /// Run a store write, waiting out Redis outages (the handler pauses, then resumes) until
@@ -100,6 +108,9 @@ impl TaskContext {
                 slots: parts.slots,
                 parked: parts.parked,
                 queue: parts.queue,
+                owner: parts.owner,
+                asked: std::sync::Mutex::default(),
+                max_inputs: parts.max_inputs,
             }),
         }
     }
@@ -117,6 +128,12 @@ impl TaskContext {
     /// The answer to the tool's MRTR request `key` (see [`crate::ToolSpec::pre_input`]).
     pub fn pre_input(&self, key: &str) -> Option<&Value> {
         self.inner.pre.get(key)
+    }
+
+    /// A digest of the principal that called the tool (`anonymous` without authentication):
+    /// the same for every task of one caller, never the caller's credential or name.
+    pub fn owner(&self) -> &str {
+        &self.inner.owner
     }
 
     /// Set the task's status message (shown to the client while it works).
@@ -159,6 +176,20 @@ impl TaskContext {
         requests: Vec<(String, InputRequest)>,
     ) -> Result<Vec<(String, Value)>, ToolError> {
         let i = &self.inner;
+        // Bounded per task (MCPT_MAX_INPUT_REQUESTS): a run replayed after a takeover asks
+        // the same keys again, which do not count twice.
+        if let Ok(mut asked) = i.asked.lock() {
+            asked.extend(requests.iter().map(|(k, _)| k.clone()));
+            if asked.len() > i.max_inputs as usize {
+                return Err(ToolError::Protocol(ErrorObject::new(
+                    mcp_tasks_shared::protocol::jsonrpc::INTERNAL_ERROR,
+                    format!(
+                        "the tool asked for more than {} inputs in one task (MCPT_MAX_INPUT_REQUESTS)",
+                        i.max_inputs
+                    ),
+                )));
+            }
+        }
         let mut encoded = Vec::with_capacity(requests.len());
         for (key, req) in &requests {
             req.kind().map_err(ToolError::internal)?;

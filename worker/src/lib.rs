@@ -155,6 +155,8 @@ pub async fn run_with_admin(
         claims: claims::Claims::default(),
         lease: config.lease,
         max_deliveries: config.max_deliveries,
+        max_result_bytes: config.max_result_bytes,
+        max_input_requests: config.max_input_requests,
     });
 
     let heartbeat = tokio::spawn(heartbeat(store.clone(), adverts, shutdown.clone()));

@@ -46,6 +46,10 @@ pub(crate) struct Runner {
     pub(crate) lease: Duration,
     /// Starts allowed per job (`MCPT_MAX_DELIVERIES`).
     pub(crate) max_deliveries: u32,
+    /// Largest result stored (`MCPT_MAX_RESULT_BYTES`).
+    pub(crate) max_result_bytes: usize,
+    /// Input requests allowed per task (`MCPT_MAX_INPUT_REQUESTS`).
+    pub(crate) max_input_requests: u32,
 }
 
 impl Runner {
@@ -309,6 +313,8 @@ impl Runner {
             slots: self.slots.clone(),
             parked,
             queue: d.queue.clone(),
+            owner: job.owner.clone(),
+            max_inputs: self.max_input_requests,
         });
         let outcome = tokio::select! {
             r = tool.call(ctx, job.args) => r,
@@ -318,6 +324,15 @@ impl Runner {
         drop(monitor);
         let finish = match outcome {
             Ok(result) => match serde_json::to_string(&result.with_server_info()) {
+                // Not stored: a result this large would fill Redis and every reader.
+                Ok(json) if json.len() > self.max_result_bytes => failed(ErrorObject::new(
+                    INTERNAL_ERROR,
+                    format!(
+                        "the tool's result is {} bytes; at most {} are stored (MCPT_MAX_RESULT_BYTES)",
+                        json.len(),
+                        self.max_result_bytes
+                    ),
+                )),
                 Ok(json) => Finish::Completed(json),
                 Err(e) => failed(ErrorObject::new(
                     INTERNAL_ERROR,

@@ -46,6 +46,10 @@ fn up() -> ExitCode {
             return ExitCode::from(64);
         }
     };
+    if let Err(e) = gateway_config.check_exposure(gateway_config.listen_addr) {
+        eprintln!("mcp-tasks: {e}");
+        return ExitCode::from(64);
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

@@ -29,8 +29,9 @@ use crate::envelope::Request;
 use crate::error::DispatchError;
 use crate::http::{Reply, sse_event};
 
-/// Most task ids one listen request may name (T-56).
-pub(crate) const MAX_TASK_IDS: usize = 1000;
+/// How long a listener's slot among its owner's open streams is held without renewal
+/// (renewed every third of it; a gateway that dies frees its slots after this).
+const LISTENER_HOLD: Duration = Duration::from_secs(60);
 
 /// SSE comment sent on idle streams (B-15).
 const KEEPALIVE: Duration = Duration::from_secs(15);
@@ -59,9 +60,11 @@ pub(crate) async fn listen(
                 "notifications.taskIds must be an array of strings".into(),
             ));
         };
-        if ids.len() > MAX_TASK_IDS {
+        // T-56; MCPT_MAX_LISTEN_TASKS.
+        let most = state.config.limits.listen_tasks;
+        if ids.len() > most {
             return Err(DispatchError::InvalidParams(format!(
-                "notifications.taskIds names {} tasks; at most {MAX_TASK_IDS} are accepted",
+                "notifications.taskIds names {} tasks; at most {most} are accepted (MCPT_MAX_LISTEN_TASKS)",
                 ids.len()
             )));
         }
@@ -81,6 +84,7 @@ pub(crate) async fn listen(
             "subscriptions/listen answers with an SSE stream; the Accept header must allow text/event-stream".into(),
         ));
     }
+    let slot = ListenerSlot::take(state, owner(&req)).await?;
     // Subscribe first, then read: no change between the two is lost (T-50).
     let (events_tx, events_rx) = mpsc::channel::<(String, TaskEvent)>(256);
     let mut forwarders = Forwarders::default();
@@ -139,6 +143,7 @@ pub(crate) async fn listen(
     tokio::spawn(
         async move {
             let _open = OpenListener::new();
+            let _slot = slot;
             let _ = stream.tx.send(sse_event(&ack)).await;
             let mut stream = stream;
             for rec in &initial {
@@ -164,6 +169,73 @@ impl OpenListener {
 impl Drop for OpenListener {
     fn drop(&mut self) {
         mcp_tasks_shared::metrics::get().listeners_open.add(-1, &[]);
+    }
+}
+
+/// One of the owner's open-stream slots (`MCPT_LIMIT_LISTENERS`), renewed while the
+/// stream lives and given back when it ends.
+struct ListenerSlot {
+    renew: Option<tokio::task::JoinHandle<()>>,
+    release: Option<(mcp_tasks_shared::store::Store, String, String)>,
+}
+
+impl ListenerSlot {
+    async fn take(state: &State, owner: &str) -> Result<ListenerSlot, DispatchError> {
+        let most = state.config.limits.listeners;
+        if most == 0 {
+            return Ok(ListenerSlot {
+                renew: None,
+                release: None,
+            });
+        }
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        if !state
+            .store
+            .hold_listener(owner, &id, most, LISTENER_HOLD)
+            .await?
+        {
+            return Err(DispatchError::Limited {
+                message: format!(
+                    "Too many open notification streams: at most {most} per caller (MCPT_LIMIT_LISTENERS); close one first"
+                ),
+                limit: "listeners",
+                max: most,
+            });
+        }
+        let (store, owner) = (state.store.clone(), owner.to_owned());
+        let renew = {
+            let (store, owner, id) = (store.clone(), owner.clone(), id.clone());
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(LISTENER_HOLD / 3);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    // Renewal never refuses a slot already held.
+                    if let Err(e) = store.hold_listener(&owner, &id, 0, LISTENER_HOLD).await {
+                        tracing::debug!(error = %e, "cannot renew the listener slot");
+                    }
+                }
+            })
+        };
+        Ok(ListenerSlot {
+            renew: Some(renew),
+            release: Some((store, owner, id)),
+        })
+    }
+}
+
+impl Drop for ListenerSlot {
+    fn drop(&mut self) {
+        if let Some(renew) = self.renew.take() {
+            renew.abort();
+        }
+        if let Some((store, owner, id)) = self.release.take() {
+            tokio::spawn(async move {
+                if let Err(e) = store.release_listener(&owner, &id).await {
+                    tracing::debug!(error = %e, "cannot release the listener slot; it lapses");
+                }
+            });
+        }
     }
 }
 

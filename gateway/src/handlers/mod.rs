@@ -11,10 +11,10 @@ use serde_json::Value;
 use crate::envelope::Request;
 use crate::error::DispatchError;
 
-/// The principal of a request. Without authentication every caller is the same anonymous
-/// principal, and possession of a task id is the only check (T-43).
-pub(crate) fn owner(_req: &Request) -> &'static str {
-    "anonymous"
+/// The owner digest of a request's principal (T-44). Without authentication every caller
+/// is the same anonymous principal, and possession of a task id is the only check (T-43).
+pub(crate) fn owner(req: &Request) -> &str {
+    &req.owner
 }
 
 /// -32021 unless the request declares the Tasks extension (T-05, T-06).

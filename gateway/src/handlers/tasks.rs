@@ -31,7 +31,10 @@ fn empty(req: &Request) -> Reply {
 fn checked_id(req: &Request) -> Result<&str, DispatchError> {
     require_tasks(req)?;
     let id = task_id(req)?;
-    tracing::Span::current().record("task.id", id);
+    // Only ids we could have issued reach logs and spans: anything else is caller input.
+    if mcp_tasks_shared::store::is_plausible_task_id(id) {
+        tracing::Span::current().record("task.id", id);
+    }
     Ok(id)
 }
 

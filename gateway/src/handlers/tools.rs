@@ -16,7 +16,9 @@ use mcp_tasks_shared::protocol::tools::CallToolResult;
 use mcp_tasks_shared::schema;
 use mcp_tasks_shared::store::events::{TaskEvent, Watch};
 use mcp_tasks_shared::store::registry::{Policy, ToolAdvert};
-use mcp_tasks_shared::store::{Job, NewTask, Store, TaskRecord, new_task_id};
+use mcp_tasks_shared::store::{
+    Created, Job, Limit, NewTask, OwnerLimits, Store, TaskRecord, new_task_id,
+};
 use serde_json::{Map, Value};
 
 use super::owner;
@@ -75,6 +77,15 @@ pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, Disp
             ));
         }
     };
+    let limit = state.config.limits.args_bytes;
+    if let Some(v) = req.params.get("arguments") {
+        let size = serde_json::to_vec(v).map_or(0, |b| b.len());
+        if size > limit {
+            return Err(DispatchError::InvalidParams(format!(
+                "params.arguments is {size} bytes of JSON; at most {limit} are accepted (MCPT_MAX_ARGS_BYTES)"
+            )));
+        }
+    }
     let Some(tool) = state.registry.find(name).await? else {
         return Err(DispatchError::InvalidParams(format!(
             "Unknown tool: {name}"
@@ -112,6 +123,7 @@ pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, Disp
         args,
         caps: caps.clone(),
         pre,
+        owner: owner(&req).to_owned(),
         // This request's span when spans are exported (the worker's run is its child),
         // else the caller's own context unchanged.
         traceparent: mcp_tasks_shared::telemetry::current_traceparent(
@@ -136,6 +148,10 @@ pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, Disp
         ttl_ms: Some(ttl_ms),
         poll_ms: tool.poll_interval_ms,
         owner,
+        limits: OwnerLimits {
+            per_minute: state.config.limits.tasks_per_minute,
+            active: state.config.limits.active_tasks,
+        },
         queue: &tool.queue,
         job: &job,
     };
@@ -146,7 +162,13 @@ pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, Disp
     };
     // A client that goes away before it learns the task id cancels the task (T-58, B-16).
     let mut guard = CancelOnDrop::new(&state.store, &id, owner);
-    let created = state.store.create_task(&new).await?;
+    let created = match create(state, &new).await {
+        Ok(at) => at,
+        Err(e) => {
+            guard.disarm();
+            return Err(e);
+        }
+    };
     tracing::info!(task.id = %id, tool.name = %name, mode = ?mode, "task {id} created");
     mcp_tasks_shared::metrics::get().tasks_created.add(
         1,
@@ -315,20 +337,60 @@ fn pre_input(
     }
 }
 
+/// Create the task within its owner's limits. At the unfinished-task limit the owner's
+/// finished tasks are pruned from the count first (they leave it lazily), then it is tried
+/// once more.
+async fn create(state: &State, new: &NewTask<'_>) -> Result<i64, DispatchError> {
+    let limits = &state.config.limits;
+    let mut pruned = false;
+    loop {
+        match state.store.create_task(new).await? {
+            Created::At(at) => return Ok(at),
+            Created::Limited(Limit::Active) if !pruned => {
+                pruned = true;
+                if state.store.prune_active(new.owner).await? == 0 {
+                    continue_limited(limits.active_tasks)?;
+                }
+            }
+            Created::Limited(Limit::Active) => continue_limited(limits.active_tasks)?,
+            Created::Limited(Limit::PerMinute) => {
+                return Err(DispatchError::Limited {
+                    message: format!(
+                        "Too many tasks: at most {} tasks per minute per caller (MCPT_LIMIT_TASKS_PER_MINUTE); retry in a minute",
+                        limits.tasks_per_minute
+                    ),
+                    limit: "tasks_per_minute",
+                    max: limits.tasks_per_minute,
+                });
+            }
+        }
+    }
+}
+
+fn continue_limited(max: u32) -> Result<(), DispatchError> {
+    Err(DispatchError::Limited {
+        message: format!(
+            "Too many unfinished tasks: at most {max} per caller (MCPT_LIMIT_ACTIVE_TASKS); wait for one to finish or cancel one"
+        ),
+        limit: "active_tasks",
+        max,
+    })
+}
+
 /// Cancels the task if dropped while armed (the request future was dropped: the client left).
 struct CancelOnDrop {
     store: Store,
     id: String,
-    owner: &'static str,
+    owner: String,
     armed: bool,
 }
 
 impl CancelOnDrop {
-    fn new(store: &Store, id: &str, owner: &'static str) -> Self {
+    fn new(store: &Store, id: &str, owner: &str) -> Self {
         CancelOnDrop {
             store: store.clone(),
             id: id.to_owned(),
-            owner,
+            owner: owner.to_owned(),
             armed: true,
         }
     }
@@ -345,10 +407,10 @@ impl Drop for CancelOnDrop {
         }
         let store = self.store.clone();
         let id = std::mem::take(&mut self.id);
-        let owner = self.owner;
+        let owner = std::mem::take(&mut self.owner);
         tracing::info!(task.id = %id, "caller left before learning the task; cancelling it");
         tokio::spawn(async move {
-            if let Err(e) = store.cancel(&id, owner).await {
+            if let Err(e) = store.cancel(&id, &owner).await {
                 tracing::warn!(task.id = %id, error = %e, "cannot cancel abandoned task");
             }
         });

@@ -76,6 +76,8 @@ pub(crate) const TASK_CAPS: Caps = Caps {
 pub(crate) struct Client {
     url: hyper::Uri,
     http: HyperClient<HttpConnector, Full<Bytes>>,
+    /// `MCPT_TOKEN`: sent as `Authorization: Bearer` when set.
+    token: Option<String>,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -105,6 +107,10 @@ impl Client {
         Ok(Client {
             url: uri,
             http: HyperClient::builder(TokioExecutor::new()).build(connector),
+            token: std::env::var("MCPT_TOKEN")
+                .ok()
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty()),
         })
     }
 
@@ -129,6 +135,9 @@ impl Client {
             .header("mcp-method", header_value(method));
         if let Some(name) = name {
             req = req.header("mcp-name", header_value(name));
+        }
+        if let Some(token) = &self.token {
+            req = req.header("authorization", format!("Bearer {token}"));
         }
         let bytes = serde_json::to_vec(&body).map_err(|e| CallError::Transport(e.to_string()))?;
         req.body(Full::new(Bytes::from(bytes)))

@@ -45,6 +45,7 @@ usage: mcp-tasks COMMAND [OPTIONS]
 options:
   --url URL                  MCP endpoint (env MCPT_URL, default http://127.0.0.1:8080/mcp)
   --redis URL                Redis for queues/workers (env MCPT_REDIS_URL, default redis://127.0.0.1:6379)
+  (env MCPT_TOKEN)           bearer token for a gateway with MCPT_AUTH=tokens or jwt
 
 exit codes: 0 ok, 1 failed (unreachable, JSON-RPC error, failed/cancelled task, tool error),
             64 usage error, 130 interrupted";

@@ -1,0 +1,226 @@
+//! `MCPT_AUTH=tokens`: static bearer tokens from a file of `PRINCIPAL TOKEN` lines (`#`
+//! comments and blank lines allowed), re-read when the file changes.
+//!
+//! Only SHA-256 digests of the tokens are kept; a presented token is hashed and compared
+//! with every entry in constant time, so neither the match position nor a common prefix
+//! shows in the timing.
+
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+use std::time::{Duration, Instant, SystemTime};
+
+use sha2::{Digest as _, Sha256};
+
+/// Shortest token accepted: shorter ones are guessable.
+const MIN_TOKEN_LEN: usize = 16;
+
+/// How often the file's modification time is looked at.
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// (principal, SHA-256 of the token).
+type Entries = Vec<(String, [u8; 32])>;
+
+struct Loaded {
+    modified: Option<SystemTime>,
+    checked: Instant,
+    entries: Entries,
+}
+
+/// The token file and what was last read from it.
+pub(crate) struct TokenFile {
+    path: PathBuf,
+    loaded: RwLock<Loaded>,
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// Equal in time independent of where the inputs differ.
+fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Parse the file's text; every mistake names its line (never the token).
+fn parse(path: &Path, text: &str) -> Result<Entries, String> {
+    let mut entries: Entries = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let at = || format!("{}: line {}", path.display(), n + 1);
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [principal, token] = fields.as_slice() else {
+            return Err(format!("{}: expected PRINCIPAL TOKEN", at()));
+        };
+        if token.len() < MIN_TOKEN_LEN {
+            return Err(format!(
+                "{}: the token is shorter than {MIN_TOKEN_LEN} characters",
+                at()
+            ));
+        }
+        let d = digest(token);
+        if entries.iter().any(|(_, e)| same(e, &d)) {
+            return Err(format!("{}: the same token is listed twice", at()));
+        }
+        entries.push(((*principal).to_owned(), d));
+    }
+    if entries.is_empty() {
+        return Err(format!("{}: no PRINCIPAL TOKEN lines", path.display()));
+    }
+    Ok(entries)
+}
+
+fn read(path: &Path) -> Result<(Option<SystemTime>, Entries), String> {
+    let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok((modified, parse(path, &text)?))
+}
+
+impl TokenFile {
+    /// Read the file once.
+    ///
+    /// # Errors
+    /// Unreadable, or a malformed line (named).
+    pub(crate) fn open(path: &Path) -> Result<TokenFile, String> {
+        let (modified, entries) = read(path)?;
+        Ok(TokenFile {
+            path: path.to_owned(),
+            loaded: RwLock::new(Loaded {
+                modified,
+                checked: Instant::now(),
+                entries,
+            }),
+        })
+    }
+
+    /// The principal `token` belongs to.
+    pub(crate) fn principal(&self, token: &str) -> Option<String> {
+        self.reload_if_changed();
+        let presented = digest(token);
+        let loaded = self.loaded.read().ok()?;
+        // Every entry is compared, match or not.
+        let mut found = None;
+        for (principal, d) in &loaded.entries {
+            if same(d, &presented) {
+                found = Some(principal.clone());
+            }
+        }
+        found
+    }
+
+    fn reload_if_changed(&self) {
+        let due = self
+            .loaded
+            .read()
+            .map(|l| l.checked.elapsed() >= RECHECK)
+            .unwrap_or(false);
+        if !due {
+            return;
+        }
+        let Ok(mut loaded) = self.loaded.write() else {
+            return;
+        };
+        if loaded.checked.elapsed() < RECHECK {
+            return;
+        }
+        loaded.checked = Instant::now();
+        let modified = std::fs::metadata(&self.path)
+            .and_then(|m| m.modified())
+            .ok();
+        if modified == loaded.modified {
+            return;
+        }
+        match read(&self.path) {
+            Ok((modified, entries)) => {
+                tracing::info!(entries = entries.len(), "token file reloaded");
+                loaded.modified = modified;
+                loaded.entries = entries;
+            }
+            // Keep serving with the tokens that worked; say why once per change.
+            Err(why) => {
+                loaded.modified = modified;
+                tracing::warn!(error = %why, "token file not reloaded; keeping the previous tokens");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_name_their_mistakes_and_never_the_token() {
+        let p = Path::new("tokens.txt");
+        let err = parse(p, "alice 0123456789abcdef extra\n").unwrap_err();
+        assert_eq!(err, "tokens.txt: line 1: expected PRINCIPAL TOKEN");
+        let err = parse(p, "# c\n\nalice short\n").unwrap_err();
+        assert!(
+            err.starts_with("tokens.txt: line 3: the token is shorter"),
+            "{err}"
+        );
+        assert!(!err.contains("short\n"));
+        let err = parse(p, "a 0123456789abcdef\nb 0123456789abcdef\n").unwrap_err();
+        assert!(
+            err.contains("line 2: the same token is listed twice"),
+            "{err}"
+        );
+        assert!(parse(p, "# only comments\n").is_err());
+    }
+
+    #[test]
+    fn tokens_map_to_their_principal_and_reload_on_change() {
+        let dir = std::env::temp_dir().join(format!("mcpt-tokens-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tokens");
+        std::fs::write(
+            &path,
+            "alice aaaaaaaaaaaaaaaaaaaa\nbob bbbbbbbbbbbbbbbbbbbb\n",
+        )
+        .unwrap();
+        let file = TokenFile::open(&path).unwrap();
+        assert_eq!(
+            file.principal("aaaaaaaaaaaaaaaaaaaa").as_deref(),
+            Some("alice")
+        );
+        assert_eq!(
+            file.principal("bbbbbbbbbbbbbbbbbbbb").as_deref(),
+            Some("bob")
+        );
+        assert_eq!(file.principal("aaaaaaaaaaaaaaaaaaab"), None);
+        assert_eq!(file.principal(""), None);
+
+        // Rotate bob's token; a file with a mistake is ignored, keeping the last good one.
+        std::fs::write(&path, "bob cccccccccccccccccccc\n").unwrap();
+        let later = SystemTime::now() + Duration::from_secs(5);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        file.loaded.write().unwrap().checked -= RECHECK;
+        assert_eq!(
+            file.principal("cccccccccccccccccccc").as_deref(),
+            Some("bob")
+        );
+        assert_eq!(file.principal("aaaaaaaaaaaaaaaaaaaa"), None);
+
+        std::fs::write(&path, "broken\n").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(later + Duration::from_secs(5))
+            .unwrap();
+        file.loaded.write().unwrap().checked -= RECHECK;
+        assert_eq!(
+            file.principal("cccccccccccccccccccc").as_deref(),
+            Some("bob")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
