@@ -9,6 +9,7 @@
 //! - [`TestContext`]: one Redis, gateways and workers; call `cleanup()` at the end.
 //! - [`otlp`]: an OTLP/HTTP receiver; [`metrics_text`] and [`metric_value`] read `/metrics`.
 
+pub mod jwt;
 pub mod otlp;
 
 use std::io::{BufRead as _, BufReader};
@@ -529,6 +530,8 @@ impl Reply {
 pub struct Client {
     addr: SocketAddr,
     http: HyperClient<HttpConnector, Full<Bytes>>,
+    /// Sent as `Authorization: Bearer` unless a request sets its own.
+    token: Option<String>,
 }
 
 static NEXT_ID: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(1);
@@ -539,6 +542,15 @@ impl Client {
         Client {
             addr,
             http: HyperClient::builder(TokioExecutor::new()).build_http(),
+            token: None,
+        }
+    }
+
+    /// The same client, authenticating with bearer `token`.
+    pub fn with_token(&self, token: &str) -> Client {
+        Client {
+            token: Some(token.to_owned()),
+            ..self.clone()
         }
     }
 
@@ -565,6 +577,13 @@ impl Client {
             .uri(format!("http://{}{path}", self.addr));
         for (k, v) in headers {
             req = req.header(*k, *v);
+        }
+        if let Some(token) = &self.token
+            && !headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+        {
+            req = req.header("authorization", format!("Bearer {token}"));
         }
         let req = req.body(Full::new(body))?;
         Ok(tokio::time::timeout(Duration::from_secs(30), self.http.request(req)).await??)
