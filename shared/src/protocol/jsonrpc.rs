@@ -21,7 +21,7 @@ pub const HEADER_MISMATCH: i64 = -32020;
 pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// The requested protocol version is not served (B-19).
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
-/// **[project]** A per-caller limit is reached. The specification defines no code for
+/// (Project-defined.) A per-caller limit is reached. The specification defines no code for
 /// this, and application codes belong outside `-32768…-32000` (base-protocol §16.3).
 pub const LIMIT_EXCEEDED: i64 = -31001;
 
