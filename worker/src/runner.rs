@@ -30,6 +30,9 @@ const MAX_BATCH: usize = 64;
 /// and a worker with room (a fresh replacement, say) sweeps instead.
 const SWEEP_LEASE: Duration = Duration::from_millis(250);
 
+/// How long a run goes unwatched (see [`monitor`]).
+const WATCH_AFTER: Duration = Duration::from_millis(20);
+
 /// How often a running job's task is re-read without events (expiry publishes nothing).
 const RECHECK_EVERY: Duration = Duration::from_secs(10);
 
@@ -239,13 +242,6 @@ impl Runner {
     ) {
         let _held = HeldGuard(self.clone(), d.queue.clone(), d.entry.clone());
         let started = Instant::now();
-        let watch = match self.hub.watch(&d.task_id).await {
-            Ok(w) => w,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot watch task events; leaving the job pending");
-                return;
-            }
-        };
         let (fence, deadline_ms) = match self
             .store
             .start(&d, &self.consumer, self.max_deliveries)
@@ -296,7 +292,8 @@ impl Runner {
         let stop = CancellationToken::new();
         let monitor = AbortOnDrop(tokio::spawn(monitor(
             self.store.clone(),
-            watch,
+            self.hub.clone(),
+            d.task_id.clone(),
             fence,
             latest_tx,
             stop.clone(),
@@ -484,16 +481,33 @@ impl Drop for HeldGuard {
 
 /// Feed the task's latest state to its context; fire `stop` on cancellation, a terminal
 /// state, or another worker taking the task over (a newer fence).
+///
+/// It subscribes only once the run has lasted [`WATCH_AFTER`]: most runs are shorter, and
+/// their subscribe/unsubscribe would be a sixth of their Redis commands. A cancel in that
+/// first moment is seen at the subscription's first read.
 async fn monitor(
     store: Store,
-    mut watch: Watch,
+    hub: EventHub,
+    task_id: String,
     fence: u64,
     latest: watch::Sender<Option<TaskRecord>>,
     stop: CancellationToken,
 ) {
-    // The watch was confirmed before the start script ran, so every later change arrives as
-    // an event; the store is read again only after a reconnect.
-    let mut resync = false;
+    tokio::time::sleep(WATCH_AFTER).await;
+    let mut retry = Duration::from_millis(100);
+    let mut watch: Watch = loop {
+        match hub.watch(&task_id).await {
+            Ok(w) => break w,
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot watch task events yet; retrying");
+                tokio::time::sleep(retry).await;
+                retry = (retry * 2).min(Duration::from_secs(2));
+            }
+        }
+    };
+    // Read once the subscription is confirmed: later changes all arrive as events, and
+    // the store is read again only after a reconnect.
+    let mut resync = true;
     loop {
         if resync {
             resync = false;

@@ -578,6 +578,7 @@ impl Store {
                 .arg(worker)
                 .arg(max_deliveries)
                 .arg(crate::protocol::jsonrpc::INTERNAL_ERROR)
+                .arg(crate::protocol::time::now_millis())
                 .invoke_async(&mut con)
                 .await?,
         )?;

@@ -1,7 +1,8 @@
 //! The `demo` pack: the contract outside tools and tests rely on.
 //!
 //! - `echo {text}` → `text`; always synchronous.
-//! - `sleep {ms, steps?}` → status `step i/N` while working; `slept <ms> ms`.
+//! - `sleep {ms, steps?}` → status `step i/N` while working (none for `ms: 0` without
+//!   `steps`); `slept <ms> ms`.
 //! - `ask {question}` → one form elicitation (`answer: string`); `answer: X`.
 //! - `fail {mode, message}` → `protocol`: failed with -32603 and `message`; `tool`: completed
 //!   with `isError: true`.
@@ -69,8 +70,14 @@ impl Tool for Sleep {
             .and_then(Value::as_u64)
             .unwrap_or(1)
             .max(1);
+        // Nothing to wait for and no steps asked for: nothing to report either (the
+        // benchmark's unit of work, one lifecycle with no status writes).
+        let quiet = ms == 0 && args.get("steps").is_none();
         Box::pin(async move {
             for i in 1..=steps {
+                if quiet {
+                    break;
+                }
                 ctx.set_status(format!("step {i}/{steps}")).await?;
                 // Spread ms over the steps so the total is exact.
                 let slice = ms * i / steps - ms * (i - 1) / steps;

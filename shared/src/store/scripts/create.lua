@@ -8,29 +8,29 @@
 -- ARGV[8] how long the hash outlives the TTL (ms), so an expired task reads as failed
 --         for a while before it is gone
 -- ARGV[9] tasks per minute allowed (0: no limit)  ARGV[10] unfinished tasks allowed (0: none)
--- Returns: {created-at ms} | {'limit', 'rate' | 'active'}, or an error reply if the id
--- exists. The unfinished set holds task ids scored by when they expire; finished ones
--- leave it when the caller prunes it at the limit (Store::prune_active).
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return redis.error_reply('EXISTS task id already in use')
-end
-local now_n = now_ms()
+-- Returns: {created-at ms} | {'limit', 'rate' | 'active'}. The unfinished set holds task
+-- ids scored by when they expire; finished ones leave it when the caller prunes it at the
+-- limit (Store::prune_active). Ids carry 122 random bits: no existence check.
+-- Without limits: XADD, HSET, PEXPIREAT (no TIME: the entry id is the clock).
 local rate, active = tonumber(ARGV[9]), tonumber(ARGV[10])
 -- Refused attempts do not count against the rate; created tasks do (below).
 if rate > 0 and tonumber(redis.call('GET', KEYS[3]) or '0') >= rate then
   return {'limit', 'rate'}
 end
 if active > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_n)
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms())
   if redis.call('ZCARD', KEYS[4]) >= active then return {'limit', 'active'} end
 end
+-- The entry id is Redis' clock in ms (never behind the stream's last entry): it is the
+-- creation time, without a TIME call.
+local entry = redis.call('XADD', KEYS[2], '*', 'task', ARGV[1], 'job', ARGV[7])
+local now_n = tonumber(string.match(entry, '^(%d+)'))
 local now = string.format('%d', now_n)
 redis.call('HSET', KEYS[1], 'status', 'working', 'created', now, 'updated', now,
   'ttl', ARGV[2], 'poll', ARGV[3], 'ver', 1, 'owner', ARGV[4], 'tool', ARGV[5], 'queue', ARGV[6])
 if ARGV[2] ~= '' then
-  redis.call('PEXPIREAT', KEYS[1], tonumber(now) + tonumber(ARGV[2]) + tonumber(ARGV[8]))
+  redis.call('PEXPIREAT', KEYS[1], now_n + tonumber(ARGV[2]) + tonumber(ARGV[8]))
 end
-redis.call('XADD', KEYS[2], '*', 'task', ARGV[1], 'job', ARGV[7])
 if rate > 0 and redis.call('INCR', KEYS[3]) == 1 then
   redis.call('PEXPIRE', KEYS[3], 61000)
 end

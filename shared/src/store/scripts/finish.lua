@@ -5,26 +5,26 @@
 -- ARGV[5] status  ARGV[6] field ('result' | 'error' | '')  ARGV[7] payload JSON
 -- ARGV[8] status message ('' = keep)
 -- Returns: {'ok'} | {'gone'} | {'terminal', status} | {'fenced'}
-local st = redis.call('HMGET', KEYS[1], 'status', 'fence', 'updated', 'created', 'ttl')
-if not st[1] then
+-- The usual path: HGETALL, TIME, HSET, PUBLISH, XACK, XDEL.
+local task = load(KEYS[1])
+if not task then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'gone'}
 end
-if is_terminal(st[1]) then
+if is_terminal(task.status) then
   ack(KEYS[2], ARGV[2], ARGV[3])
-  return {'terminal', st[1]}
+  return {'terminal', task.status}
 end
-if past_ttl(st[4], st[5]) then
+if past_ttl(task.created, task.ttl) then
   -- Work that ends after its TTL ends failed, whatever it produced.
-  expire(KEYS[1], ARGV[1], st[4], st[5], st[3])
+  expire(KEYS[1], ARGV[1], task.created, task.ttl, task.updated)
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'terminal', 'failed'}
 end
-if st[2] ~= ARGV[4] then return {'fenced'} end
-redis.call('HSET', KEYS[1], 'status', ARGV[5], 'pending', 0)
-if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], ARGV[6], ARGV[7]) end
-if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'msg', ARGV[8]) end
-touch(KEYS[1], st[3])
-publish(KEYS[1], ARGV[1])
+if task.fence ~= ARGV[4] then return {'fenced'} end
+local changes = {status = ARGV[5], pending = '0'}
+if ARGV[6] ~= '' then changes[ARGV[6]] = ARGV[7] end
+if ARGV[8] ~= '' then changes.msg = ARGV[8] end
+commit(KEYS[1], ARGV[1], task, changes, true)
 ack(KEYS[2], ARGV[2], ARGV[3])
 return {'ok'}

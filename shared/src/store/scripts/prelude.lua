@@ -1,9 +1,55 @@
 -- Shared by every script (prepended by store::scripts). Task hash fields:
 --   status msg created updated ttl poll ver owner tool queue result error
 --   cancel fence worker pending in:<key> ans:<key>
+-- Redis' clock in ms, read once per script (TIME is a command like any other).
+local NOW = nil
 local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if not NOW then
+    local t = redis.call('TIME')
+    NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return NOW
+end
+
+-- The whole task hash as a table (nil when it is gone): one HGETALL that serves the
+-- checks, the version bump and the published state.
+local function load(key)
+  local flat = redis.call('HGETALL', key)
+  if #flat == 0 then return nil end
+  local t = {}
+  for i = 1, #flat, 2 do t[flat[i]] = flat[i + 1] end
+  return t
+end
+
+-- Publish a loaded task (a flat JSON array of field, value, ...) on its channel.
+local function publish_task(channel, task)
+  local flat = {}
+  for f, v in pairs(task) do
+    flat[#flat + 1] = f
+    flat[#flat + 1] = v
+  end
+  redis.call('PUBLISH', channel, cjson.encode(flat))
+end
+
+-- Write `changes` (field -> string) to a loaded task in one HSET. An observable change
+-- also moves lastUpdatedAt forward (never back) and bumps the version; `channel` then
+-- gets the new state.
+local function commit(key, channel, task, changes, observable)
+  if observable then
+    local now = now_ms()
+    local prev = tonumber(task.updated or '0') or 0
+    if prev > now then now = prev end
+    changes.updated = string.format('%d', now)
+    changes.ver = tostring((tonumber(task.ver or '0') or 0) + 1)
+  end
+  local args = {}
+  for f, v in pairs(changes) do
+    args[#args + 1] = f
+    args[#args + 1] = v
+    task[f] = v
+  end
+  redis.call('HSET', key, unpack(args))
+  if channel then publish_task(channel, task) end
 end
 
 local function is_terminal(s)

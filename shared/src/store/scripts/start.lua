@@ -4,8 +4,11 @@
 -- ARGV[5] most deliveries: the fence counts starts, so a job whose runs keep being
 --         interrupted (its worker dies) ends failed instead of looping forever.
 -- ARGV[6] the JSON-RPC error code it then fails with
+-- ARGV[7] the worker's clock (ms): a task already past its TTL is not started. The finish
+--         script decides by Redis' clock; this only saves a run (and a TIME call here).
 -- Returns: {'run', fence, deadline ms ('' = none)} | {'skip', reason}  (skipped entries are acknowledged and deleted)
-local st = redis.call('HMGET', KEYS[1], 'status', 'cancel', 'updated', 'created', 'ttl', 'handovers')
+-- The usual path is one HMGET and one HSET: starting is not an observable change.
+local st = redis.call('HMGET', KEYS[1], 'status', 'cancel', 'updated', 'created', 'ttl', 'handovers', 'fence')
 if not st[1] then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'skip', 'gone'}
@@ -14,7 +17,7 @@ if is_terminal(st[1]) then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'skip', st[1]}
 end
-if past_ttl(st[4], st[5]) then
+if st[5] and st[5] ~= '' and tonumber(ARGV[7]) >= tonumber(st[4]) + tonumber(st[5]) then
   expire(KEYS[1], ARGV[1], st[4], st[5], st[3])
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'skip', 'expired'}
@@ -26,21 +29,21 @@ if st[2] == '1' then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'skip', 'cancelled'}
 end
-local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
+local fence = (tonumber(st[7] or '0') or 0) + 1
 local most = tonumber(ARGV[5])
 -- Runs handed over at a graceful shutdown were not interrupted: they do not count.
 local handovers = tonumber(st[6] or '0') or 0
 if fence - handovers > most then
   local runs = fence - 1 - handovers
   local message = 'The work was interrupted ' .. runs .. ' times (its worker stopped each time); giving up'
-  redis.call('HSET', KEYS[1], 'status', 'failed', 'msg', message, 'pending', 0,
+  redis.call('HSET', KEYS[1], 'status', 'failed', 'msg', message, 'pending', 0, 'fence', fence,
     'error', cjson.encode({code = tonumber(ARGV[6]), message = message}))
   touch(KEYS[1], st[3])
   publish(KEYS[1], ARGV[1])
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'skip', 'interrupted'}
 end
-redis.call('HSET', KEYS[1], 'worker', ARGV[4])
+redis.call('HSET', KEYS[1], 'fence', fence, 'worker', ARGV[4])
 if fence > 1 then
   -- A run again: tell any earlier run still going that it has been superseded.
   publish(KEYS[1], ARGV[1])
