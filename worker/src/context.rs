@@ -22,7 +22,7 @@ pub struct TaskContext {
 struct Inner {
     store: Store,
     task_id: String,
-    fence: u64,
+    fence: Fence,
     caps: Value,
     pre: serde_json::Map<String, Value>,
     /// Latest known state of the task, fed by the runner's event monitor.
@@ -52,7 +52,7 @@ impl std::fmt::Debug for TaskContext {
 pub(crate) struct ContextParts {
     pub(crate) store: Store,
     pub(crate) task_id: String,
-    pub(crate) fence: u64,
+    pub(crate) fence: Fence,
     pub(crate) caps: Value,
     pub(crate) pre: serde_json::Map<String, Value>,
     pub(crate) latest: watch::Receiver<Option<TaskRecord>>,
@@ -67,6 +67,38 @@ pub(crate) struct ContextParts {
     pub(crate) owner: String,
     /// `MCPT_MAX_INPUT_REQUESTS`.
     pub(crate) max_inputs: u32,
+}
+
+/// The run's fencing token, which a fresh job takes only when its run outlasts a moment or
+/// writes something (the runner's `start`): a context write waits for it.
+#[derive(Clone)]
+pub(crate) struct Fence {
+    value: watch::Receiver<Option<u64>>,
+    wanted: Arc<tokio::sync::Notify>,
+}
+
+impl Fence {
+    /// A fence set by the runner through the returned sender; `wanted` is notified when a
+    /// write needs it before the runner took it on its own.
+    pub(crate) fn new(wanted: Arc<tokio::sync::Notify>) -> (watch::Sender<Option<u64>>, Fence) {
+        let (tx, rx) = watch::channel(None);
+        (tx, Fence { value: rx, wanted })
+    }
+
+    /// The token, once the run has started; [`ToolError::Stopped`] when it never will.
+    async fn get(&self, stop: &CancellationToken) -> Result<u64, ToolError> {
+        let mut rx = self.value.clone();
+        loop {
+            if let Some(f) = *rx.borrow_and_update() {
+                return Ok(f);
+            }
+            self.wanted.notify_one();
+            tokio::select! {
+                changed = rx.changed() => if changed.is_err() { return Err(ToolError::Stopped) },
+                () = stop.cancelled() => return Err(ToolError::Stopped),
+            }
+        }
+    }
 }
 
 /// Run a store write, waiting out Redis outages (the handler pauses, then resumes) until
@@ -143,11 +175,8 @@ impl TaskContext {
     pub async fn set_status(&self, message: impl AsRef<str>) -> Result<(), ToolError> {
         let i = &self.inner;
         let message = message.as_ref();
-        match persist(&i.stop, || {
-            i.store.set_message(&i.task_id, i.fence, message)
-        })
-        .await?
-        {
+        let fence = i.fence.get(&i.stop).await?;
+        match persist(&i.stop, || i.store.set_message(&i.task_id, fence, message)).await? {
             mcp_tasks_shared::store::Write::Ok => Ok(()),
             _ => Err(ToolError::Stopped),
         }
@@ -208,7 +237,8 @@ impl TaskContext {
             encoded.push((key.clone(), json));
         }
         let keys: Vec<String> = requests.into_iter().map(|(k, _)| k).collect();
-        match persist(&i.stop, || i.store.ask(&i.task_id, i.fence, &encoded)).await? {
+        let fence = i.fence.get(&i.stop).await?;
+        match persist(&i.stop, || i.store.ask(&i.task_id, fence, &encoded)).await? {
             Ask::Answered(list) => return Ok(decode_answers(list)),
             Ask::Refused(_) => return Err(ToolError::Stopped),
             Ask::Waiting => {}

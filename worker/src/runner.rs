@@ -19,7 +19,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument as _;
 
 use crate::claims::Claims;
-use crate::context::{ContextParts, TaskContext};
+use crate::context::{ContextParts, Fence, TaskContext};
 use crate::tool::{Tool, ToolError};
 
 /// Most jobs taken in one read.
@@ -32,6 +32,9 @@ const SWEEP_LEASE: Duration = Duration::from_millis(250);
 
 /// How long a run goes unwatched (see [`monitor`]).
 const WATCH_AFTER: Duration = Duration::from_millis(20);
+
+/// How long a fresh job runs before it takes its fence (see `run_job`).
+const START_AFTER: Duration = Duration::from_millis(20);
 
 /// How often a running job's task is re-read without events (expiry publishes nothing).
 const RECHECK_EVERY: Duration = Duration::from_secs(10);
@@ -242,24 +245,8 @@ impl Runner {
     ) {
         let _held = HeldGuard(self.clone(), d.queue.clone(), d.entry.clone());
         let started = Instant::now();
-        let (fence, deadline_ms) = match self
-            .store
-            .start(&d, &self.consumer, self.max_deliveries)
-            .await
-        {
-            Ok(Start::Run { fence, deadline_ms }) => (fence, deadline_ms),
-            Ok(Start::Skip(why)) => {
-                tracing::info!(task.id = %d.task_id, reason = %why, "job skipped");
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot start job; leaving it pending");
-                return;
-            }
-        };
         let _running = Running::start(&d.queue);
-        // The fence counts starts: the first one ends the task's wait in the queue.
-        if fence == 1
+        if d.fresh
             && let Some(created) = entry_millis(&d.entry)
         {
             let wait_ms = (now_millis() - created).max(0);
@@ -268,36 +255,30 @@ impl Runner {
                 .queue_wait
                 .record(wait_ms as f64 / 1000.0, &metrics::queue_attrs(&d.queue));
         }
-        let job = match &d.job {
-            Ok(job) => job.clone(),
+        let resolved = match &d.job {
+            Ok(job) => match self.tools.get(&job.tool) {
+                Some(tool) => Ok((job.clone(), tool.clone())),
+                None => Err(format!("no worker here runs tool {}", job.tool)),
+            },
+            Err(why) => Err(format!("job could not be read: {why}")),
+        };
+        let (job, tool) = match resolved {
+            Ok(found) => found,
             Err(why) => {
-                let finish = failed(ErrorObject::new(
-                    INTERNAL_ERROR,
-                    format!("job could not be read: {why}"),
-                ));
-                self.settle(&d, fence, &finish).await;
+                // Started first, so the usual checks (cancelled, expired, too many runs)
+                // apply before the task fails.
+                if let Some((fence, _)) = self.start(&d).await {
+                    let finish = failed(ErrorObject::new(INTERNAL_ERROR, why));
+                    self.settle(&d, fence, &finish).await;
+                }
                 return;
             }
         };
         tracing::Span::current().record("tool.name", job.tool.as_str());
-        let Some(tool) = self.tools.get(&job.tool).cloned() else {
-            let finish = failed(ErrorObject::new(
-                INTERNAL_ERROR,
-                format!("no worker here runs tool {}", job.tool),
-            ));
-            self.settle(&d, fence, &finish).await;
-            return;
-        };
+        let wanted = Arc::new(tokio::sync::Notify::new());
+        let (fence_tx, fence) = Fence::new(wanted.clone());
         let (latest_tx, latest_rx) = watch::channel(None);
         let stop = CancellationToken::new();
-        let monitor = AbortOnDrop(tokio::spawn(monitor(
-            self.store.clone(),
-            self.hub.clone(),
-            d.task_id.clone(),
-            fence,
-            latest_tx,
-            stop.clone(),
-        )));
         let ctx = TaskContext::new(ContextParts {
             store: self.store.clone(),
             task_id: d.task_id.clone(),
@@ -313,10 +294,42 @@ impl Runner {
             owner: job.owner.clone(),
             max_inputs: self.max_input_requests,
         });
-        let outcome = tokio::select! {
-            r = tool.call(ctx, job.args) => r,
-            () = stop.cancelled() => Err(ToolError::Stopped),
-            () = until(deadline_ms) => Err(ToolError::Protocol(ErrorObject::new(INTERNAL_ERROR, EXPIRED))),
+        let mut call = std::pin::pin!(tool.call(ctx, job.args.clone()));
+        // A fresh job runs before it takes its fence: most runs end within START_AFTER,
+        // and their finish script makes the start's checks itself (saving a script and a
+        // round trip per task). A longer run, or any write it makes, starts it.
+        let mut early = None;
+        if d.fresh {
+            tokio::select! {
+                r = &mut call => early = Some(r),
+                () = tokio::time::sleep(START_AFTER) => {}
+                () = wanted.notified() => {}
+            }
+        }
+        let (fence, monitor, outcome) = match early {
+            Some(outcome) => (0, None, outcome),
+            None => {
+                let Some((fence, deadline_ms)) = self.start(&d).await else {
+                    return;
+                };
+                fence_tx.send_replace(Some(fence));
+                let monitor = AbortOnDrop(tokio::spawn(monitor(
+                    self.store.clone(),
+                    self.hub.clone(),
+                    d.task_id.clone(),
+                    fence,
+                    // A fresh run already waited START_AFTER unwatched.
+                    if d.fresh { Duration::ZERO } else { WATCH_AFTER },
+                    latest_tx,
+                    stop.clone(),
+                )));
+                let outcome = tokio::select! {
+                    r = &mut call => r,
+                    () = stop.cancelled() => Err(ToolError::Stopped),
+                    () = until(deadline_ms) => Err(ToolError::Protocol(ErrorObject::new(INTERNAL_ERROR, EXPIRED))),
+                };
+                (fence, Some(monitor), outcome)
+            }
         };
         drop(monitor);
         let finish = match outcome {
@@ -362,6 +375,26 @@ impl Runner {
             duration_ms = started.elapsed().as_millis() as u64,
             "job finished"
         );
+    }
+
+    /// Take the task's fencing token: `(fence, deadline)`, or `None` when there is nothing
+    /// to run (skipped, or Redis away: the job stays pending).
+    async fn start(&self, d: &Delivery) -> Option<(u64, Option<i64>)> {
+        match self
+            .store
+            .start(d, &self.consumer, self.max_deliveries)
+            .await
+        {
+            Ok(Start::Run { fence, deadline_ms }) => Some((fence, deadline_ms)),
+            Ok(Start::Skip(why)) => {
+                tracing::info!(task.id = %d.task_id, reason = %why, "job skipped");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start job; leaving it pending");
+                None
+            }
+        }
     }
 
     /// Write the terminal state, retrying while Redis is away.
@@ -490,10 +523,11 @@ async fn monitor(
     hub: EventHub,
     task_id: String,
     fence: u64,
+    unwatched: Duration,
     latest: watch::Sender<Option<TaskRecord>>,
     stop: CancellationToken,
 ) {
-    tokio::time::sleep(WATCH_AFTER).await;
+    tokio::time::sleep(unwatched).await;
     let mut retry = Duration::from_millis(100);
     let mut watch: Watch = loop {
         match hub.watch(&task_id).await {

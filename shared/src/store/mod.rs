@@ -146,6 +146,8 @@ pub struct Delivery {
     pub task_id: String,
     /// The job, or why it could not be decoded.
     pub job: Result<Job, String>,
+    /// Delivered for the first time (read as new), not reclaimed from another worker.
+    pub fresh: bool,
 }
 
 /// Outcome of [`Store::start`].
@@ -807,7 +809,7 @@ impl Store {
         let deliveries = reply
             .claimed
             .into_iter()
-            .map(|entry| delivery(queue, entry))
+            .map(|entry| delivery(queue, entry, false))
             .collect();
         Ok((deliveries, reply.next_stream_id))
     }
@@ -921,13 +923,18 @@ impl JobReader {
             let Some(queue) = queues.iter().find(|q| keys::queue_key(q) == stream.key) else {
                 continue;
             };
-            out.extend(stream.ids.into_iter().map(|entry| delivery(queue, entry)));
+            out.extend(
+                stream
+                    .ids
+                    .into_iter()
+                    .map(|entry| delivery(queue, entry, true)),
+            );
         }
         Ok(out)
     }
 }
 
-fn delivery(queue: &str, entry: redis::streams::StreamId) -> Delivery {
+fn delivery(queue: &str, entry: redis::streams::StreamId, fresh: bool) -> Delivery {
     let task_id: String = entry.get("task").unwrap_or_default();
     let job = entry
         .get::<String>("job")
@@ -938,6 +945,7 @@ fn delivery(queue: &str, entry: redis::streams::StreamId) -> Delivery {
         entry: entry.id,
         task_id,
         job,
+        fresh,
     }
 }
 

@@ -2,6 +2,7 @@
 -- A worker whose fencing token is stale writes nothing (another worker owns the task).
 -- KEYS[1] task hash   KEYS[2] queue stream
 -- ARGV[1] channel  ARGV[2] group  ARGV[3] entry id  ARGV[4] fence
+-- (0: the run never took one)
 -- ARGV[5] status  ARGV[6] field ('result' | 'error' | '')  ARGV[7] payload JSON
 -- ARGV[8] status message ('' = keep)
 -- Returns: {'ok'} | {'gone'} | {'terminal', status} | {'fenced'}
@@ -21,7 +22,10 @@ if past_ttl(task.created, task.ttl) then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'terminal', 'failed'}
 end
-if task.fence ~= ARGV[4] then return {'fenced'} end
+-- Fence 0: a first run that finished before it took a fence (the worker's optimistic
+-- start). It wins only if no run has started since; a cancel of an unstarted task has
+-- already ended it above.
+if (task.fence or '0') ~= ARGV[4] then return {'fenced'} end
 local changes = {status = ARGV[5], pending = '0'}
 if ARGV[6] ~= '' then changes[ARGV[6]] = ARGV[7] end
 if ARGV[8] ~= '' then changes.msg = ARGV[8] end
