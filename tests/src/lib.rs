@@ -169,9 +169,21 @@ impl RedisServer {
     /// One field of a task's hash (`""` when absent), read behind the server's back.
     pub fn task_field(&self, task_id: &str, field: &str) -> Result<String> {
         Ok(self
-            .cli(&["HGET", &format!("mcpt:task:{{{task_id}}}"), field])?
+            .cli(&["HGET", &self.task_key(task_id)?, field])?
             .trim()
             .to_owned())
+    }
+
+    /// The key of a task's hash, whoever owns it (`mcpt:task:{ID}:OWNER`; the anonymous
+    /// owner's name when there is no such hash).
+    pub fn task_key(&self, task_id: &str) -> Result<String> {
+        let pattern = format!("mcpt:task:{{{task_id}}}:*");
+        let found = self.cli(&["--scan", "--pattern", &pattern])?;
+        Ok(found
+            .lines()
+            .next()
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("mcpt:task:{{{task_id}}}:anonymous")))
     }
 
     /// Kill the server (SIGKILL).

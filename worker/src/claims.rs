@@ -18,7 +18,7 @@ use tokio::task::AbortHandle;
 /// One job this worker holds.
 struct Held {
     /// Its task.
-    task_id: String,
+    task_key: String,
     /// The handler is waiting for input (holds no slot; nothing to lose by giving it up).
     parked: Arc<AtomicBool>,
     /// Stops the job's task.
@@ -50,14 +50,14 @@ impl Claims {
         &self,
         queue: &str,
         entry: &str,
-        task_id: &str,
+        task_key: &str,
         parked: Arc<AtomicBool>,
     ) -> bool {
         match self.lock().entry((queue.to_owned(), entry.to_owned())) {
             Entry::Occupied(_) => false,
             Entry::Vacant(slot) => {
                 slot.insert(Held {
-                    task_id: task_id.to_owned(),
+                    task_key: task_key.to_owned(),
                     parked,
                     abort: None,
                 });
@@ -85,7 +85,7 @@ impl Claims {
             if which(held) {
                 out.entry(queue.clone())
                     .or_default()
-                    .push((entry.clone(), held.task_id.clone()));
+                    .push((entry.clone(), held.task_key.clone()));
             }
         }
         out

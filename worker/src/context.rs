@@ -176,7 +176,11 @@ impl TaskContext {
         let i = &self.inner;
         let message = message.as_ref();
         let fence = i.fence.get(&i.stop).await?;
-        match persist(&i.stop, || i.store.set_message(&i.task_id, fence, message)).await? {
+        match persist(&i.stop, || {
+            i.store.set_message(&i.task_id, &i.owner, fence, message)
+        })
+        .await?
+        {
             mcp_tasks_shared::store::Write::Ok => Ok(()),
             _ => Err(ToolError::Stopped),
         }
@@ -238,7 +242,11 @@ impl TaskContext {
         }
         let keys: Vec<String> = requests.into_iter().map(|(k, _)| k).collect();
         let fence = i.fence.get(&i.stop).await?;
-        match persist(&i.stop, || i.store.ask(&i.task_id, fence, &encoded)).await? {
+        match persist(&i.stop, || {
+            i.store.ask(&i.task_id, &i.owner, fence, &encoded)
+        })
+        .await?
+        {
             Ask::Answered(list) => return Ok(decode_answers(list)),
             Ask::Refused(_) => return Err(ToolError::Stopped),
             Ask::Waiting => {}

@@ -11,6 +11,7 @@ use mcp_tasks_shared::metrics;
 use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
 use mcp_tasks_shared::protocol::time::now_millis;
 use mcp_tasks_shared::store::events::{EventHub, TaskEvent, Watch};
+use mcp_tasks_shared::store::keys;
 use mcp_tasks_shared::store::record::EXPIRED;
 use mcp_tasks_shared::store::{Delivery, Finish, READ_BLOCK, Start, Store, TaskRecord, Write};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
@@ -202,7 +203,12 @@ impl Runner {
     fn dispatch(self: &Arc<Self>, d: Delivery, permit: OwnedSemaphorePermit) {
         let parked = Arc::new(AtomicBool::new(false));
         let (queue, entry) = (d.queue.clone(), d.entry.clone());
-        if !self.claims.hold(&queue, &entry, &d.task_id, parked.clone()) {
+        if !self.claims.hold(
+            &queue,
+            &entry,
+            &keys::task_key(&d.task_id, &d.owner),
+            parked.clone(),
+        ) {
             tracing::debug!(task.id = %d.task_id, "reclaimed a job this worker still runs; keeping the run");
             return;
         }
@@ -316,7 +322,7 @@ impl Runner {
                 let monitor = AbortOnDrop(tokio::spawn(monitor(
                     self.store.clone(),
                     self.hub.clone(),
-                    d.task_id.clone(),
+                    (d.task_id.clone(), d.owner.clone()),
                     fence,
                     // A fresh run already waited START_AFTER unwatched.
                     if d.fresh { Duration::ZERO } else { WATCH_AFTER },
@@ -351,7 +357,7 @@ impl Runner {
             },
             Err(ToolError::Protocol(error)) => failed(error),
             // Why the run stopped is read from the task itself.
-            Err(ToolError::Stopped) => match self.store.get_task(&d.task_id).await {
+            Err(ToolError::Stopped) => match self.store.get_task(&d.task_id, &d.owner).await {
                 // Gone (expired) or terminal (cancelled while parked): release the entry.
                 Ok(None) => {
                     self.release(&d).await;
@@ -521,7 +527,7 @@ impl Drop for HeldGuard {
 async fn monitor(
     store: Store,
     hub: EventHub,
-    task_id: String,
+    (task_id, owner): (String, String),
     fence: u64,
     unwatched: Duration,
     latest: watch::Sender<Option<TaskRecord>>,
@@ -545,7 +551,7 @@ async fn monitor(
     loop {
         if resync {
             resync = false;
-            match store.get_task(watch.task_id()).await {
+            match store.get_task(watch.task_id(), &owner).await {
                 Ok(Some(rec)) => observe(rec, fence, &latest, &stop),
                 Ok(None) => {
                     latest.send_replace(None);

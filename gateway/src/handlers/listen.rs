@@ -102,8 +102,8 @@ pub(crate) async fn listen(
         forwarders.0.insert(id.clone(), handle);
     }
     drop(events_tx);
-    let snapshots = state.store.get_tasks(&task_ids).await?;
     let me = owner(&req);
+    let snapshots = state.store.get_tasks(&task_ids, me).await?;
     let mut last_seen: HashMap<String, u64> = HashMap::new();
     let mut initial = Vec::new();
     for (id, snap) in task_ids.iter().zip(snapshots) {
@@ -130,6 +130,7 @@ pub(crate) async fn listen(
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     let stream = Stream {
         tx,
+        owner: me.to_owned(),
         subscription: req.id.clone(),
         last_seen,
         forwarders,
@@ -241,6 +242,8 @@ impl Drop for ListenerSlot {
 
 struct Stream {
     tx: mpsc::Sender<Bytes>,
+    /// The caller's owner digest (its tasks' keys).
+    owner: String,
     subscription: Id,
     /// Task id → last version sent; removed once terminal.
     last_seen: HashMap<String, u64>,
@@ -351,7 +354,7 @@ impl Stream {
 
     /// Re-read a task after events may have been missed; retried until Redis answers.
     async fn reread(&mut self, state: &State, id: &str) {
-        match state.store.get_task(id).await {
+        match state.store.get_task(id, &self.owner).await {
             Ok(Some(rec)) => self.send_task(&rec).await,
             Ok(None) => {
                 self.last_seen.remove(id);

@@ -44,7 +44,7 @@ pub(crate) async fn get(state: &Arc<State>, req: &Request) -> Result<Reply, Disp
     if !is_plausible_task_id(id) {
         return Err(DispatchError::TaskNotFound);
     }
-    let rec = state.store.get_task(id).await?;
+    let rec = state.store.get_task(id, owner(req)).await?;
     let Some(rec) = rec.filter(|r| r.owner == owner(req)) else {
         return Err(DispatchError::TaskNotFound);
     };

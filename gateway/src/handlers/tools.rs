@@ -194,14 +194,21 @@ pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, Disp
     let reply = match (mode, watch.as_mut()) {
         (Mode::Task, _) => Reply::Json(result_bytes(&req.id, &handle())),
         (Mode::Auto { declared: true }, Some(w)) => {
-            match wait_terminal(&state.store, w, Instant::now() + state.config.auto_wait).await? {
+            match wait_terminal(
+                &state.store,
+                owner,
+                w,
+                Instant::now() + state.config.auto_wait,
+            )
+            .await?
+            {
                 Wait::Done(rec) => sync_reply(&req, &rec)?,
                 // The client declared the extension: it can follow and answer the task.
                 Wait::NeedsInput | Wait::TimedOut => Reply::Json(result_bytes(&req.id, &handle())),
             }
         }
         (Mode::Sync | Mode::Auto { declared: false }, Some(w)) => {
-            match wait_terminal(&state.store, w, Instant::now() + sync_timeout).await? {
+            match wait_terminal(&state.store, owner, w, Instant::now() + sync_timeout).await? {
                 Wait::Done(rec) => sync_reply(&req, &rec)?,
                 Wait::NeedsInput => {
                     return Err(ErrorObject::new(
@@ -266,6 +273,7 @@ enum Wait {
 /// Wait until the watched task is terminal or asks for input, or until `until`.
 async fn wait_terminal(
     store: &Store,
+    owner: &str,
     watch: &mut Watch,
     until: Instant,
 ) -> Result<Wait, DispatchError> {
@@ -274,7 +282,7 @@ async fn wait_terminal(
             Err(_) => return Ok(Wait::TimedOut),
             Ok(None) => return Err(DispatchError::Internal("event hub stopped".into())),
             Ok(Some(TaskEvent::Changed(rec))) => std::sync::Arc::unwrap_or_clone(rec),
-            Ok(Some(TaskEvent::Resync)) => match store.get_task(watch.task_id()).await? {
+            Ok(Some(TaskEvent::Resync)) => match store.get_task(watch.task_id(), owner).await? {
                 Some(rec) => rec,
                 None => {
                     return Err(DispatchError::Internal(

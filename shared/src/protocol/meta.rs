@@ -19,6 +19,8 @@ pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 pub const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
 /// `_meta` key: W3C trace context.
 pub const TRACEPARENT_KEY: &str = "traceparent";
+/// The owner of every task when the gateway authenticates no one.
+pub const ANONYMOUS_OWNER: &str = "anonymous";
 
 /// The `_meta` object every result carries (B-09).
 pub fn server_meta() -> Value {

@@ -3,9 +3,11 @@
 //! The hash-tag braces are written here and nowhere else: all keys of one task share the
 //! tag `{ID}`, so in Redis Cluster they live in one slot with the task's event channel.
 
-/// `mcpt:task:{ID}` — the task hash.
-pub fn task_key(task_id: &str) -> String {
-    format!("mcpt:task:{{{task_id}}}")
+/// `mcpt:task:{ID}:OWNER` — the task hash. The owner digest is part of the name: a caller
+/// can only ever address its own tasks, and someone else's task id names a key that does
+/// not exist — the same answer, in the same one command, as an unknown id (T-25).
+pub fn task_key(task_id: &str, owner: &str) -> String {
+    format!("mcpt:task:{{{task_id}}}:{owner}")
 }
 
 /// `mcpt:events:{ID}` — the channel a task's state is published on after each change.
@@ -56,7 +58,10 @@ mod tests {
 
     #[test]
     fn task_keys_share_one_hash_tag() {
-        assert_eq!(task_key("tsk_a"), "mcpt:task:{tsk_a}");
+        assert_eq!(
+            task_key("tsk_a", "anonymous"),
+            "mcpt:task:{tsk_a}:anonymous"
+        );
         assert_eq!(events_channel("tsk_a"), "mcpt:events:{tsk_a}");
         assert_eq!(task_of_channel(&events_channel("tsk_a")), Some("tsk_a"));
         assert_eq!(task_of_channel("other"), None);

@@ -2,7 +2,7 @@
 //!
 //! | key | type | content | written by | expiry |
 //! | --- | --- | --- | --- | --- |
-//! | `mcpt:task:{ID}` | hash | status msg created updated ttl poll ver owner tool queue result error cancel fence worker pending `in:KEY` `ans:KEY` | scripts only | `PEXPIREAT created + ttl` |
+//! | `mcpt:task:{ID}:OWNER` | hash | status msg created updated ttl poll ver owner tool queue result error cancel fence worker pending `in:KEY` `ans:KEY` | scripts only | `PEXPIREAT created + ttl` |
 //! | `mcpt:queue:{NAME}` | stream, group `workers` | `task` id, `job` JSON (tool, arguments, capabilities, MRTR answers, trace context) | create script; XACK + XDEL by start/finish scripts | entries deleted once done |
 //! | `mcpt:events:{ID}` | channel | the whole task hash as a flat JSON array, after each change | scripts | — |
 //! | `mcpt:tools` | hash | tool name → [`registry::ToolAdvert`] JSON | workers' heartbeats | stale after 15 s |
@@ -144,6 +144,8 @@ pub struct Delivery {
     pub entry: String,
     /// Task id.
     pub task_id: String,
+    /// The task's owner digest (part of its key).
+    pub owner: String,
     /// The job, or why it could not be decoded.
     pub job: Result<Job, String>,
     /// Delivered for the first time (read as new), not reclaimed from another worker.
@@ -338,7 +340,7 @@ impl Store {
         let reply: Vec<redis::Value> = self
             .scripts
             .create
-            .key(keys::task_key(t.id))
+            .key(keys::task_key(t.id, t.owner))
             .key(keys::queue_key(t.queue))
             .key(keys::rate_key(t.owner, minute))
             .key(keys::active_key(t.owner))
@@ -382,7 +384,7 @@ impl Store {
         }
         let mut pipe = redis::pipe();
         for id in &ids {
-            pipe.hget(keys::task_key(id), "status");
+            pipe.hget(keys::task_key(id, owner), "status");
         }
         let statuses: Vec<Option<String>> = pipe.query_async(&mut con).await?;
         let done: Vec<&String> = ids
@@ -440,9 +442,9 @@ impl Store {
     /// # Errors
     /// Redis unavailable.
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "get", task.id = %id))]
-    pub async fn get_task(&self, id: &str) -> StoreResult<Option<TaskRecord>> {
+    pub async fn get_task(&self, id: &str, owner: &str) -> StoreResult<Option<TaskRecord>> {
         let mut con = self.con.clone();
-        let fields: Vec<(String, String)> = con.hgetall(keys::task_key(id)).await?;
+        let fields: Vec<(String, String)> = con.hgetall(keys::task_key(id, owner)).await?;
         Ok(TaskRecord::from_fields(id, fields))
     }
 
@@ -450,13 +452,17 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn get_tasks(&self, ids: &[String]) -> StoreResult<Vec<Option<TaskRecord>>> {
+    pub async fn get_tasks(
+        &self,
+        ids: &[String],
+        owner: &str,
+    ) -> StoreResult<Vec<Option<TaskRecord>>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
         let mut pipe = redis::pipe();
         for id in ids {
-            pipe.hgetall(keys::task_key(id));
+            pipe.hgetall(keys::task_key(id, owner));
         }
         let mut con = self.con.clone();
         let replies: Vec<Vec<(String, String)>> = pipe.query_async(&mut con).await?;
@@ -478,7 +484,7 @@ impl Store {
         owner: &str,
         answers: &[(String, u8, String)],
     ) -> StoreResult<Answer> {
-        let mut inv = self.scripts.answer.key(keys::task_key(id));
+        let mut inv = self.scripts.answer.key(keys::task_key(id, owner));
         inv.arg(keys::events_channel(id)).arg(owner);
         for (key, mask, json) in answers {
             inv.arg(key).arg(*mask).arg(json);
@@ -506,7 +512,7 @@ impl Store {
         let reply = flat_strings(
             self.scripts
                 .cancel
-                .key(keys::task_key(id))
+                .key(keys::task_key(id, owner))
                 .arg(keys::events_channel(id))
                 .arg(owner)
                 .invoke_async(&mut con)
@@ -572,7 +578,7 @@ impl Store {
         let reply = flat_strings(
             self.scripts
                 .start
-                .key(keys::task_key(&d.task_id))
+                .key(keys::task_key(&d.task_id, &d.owner))
                 .key(keys::queue_key(&d.queue))
                 .arg(keys::events_channel(&d.task_id))
                 .arg(keys::GROUP)
@@ -601,12 +607,18 @@ impl Store {
     /// # Errors
     /// Redis unavailable.
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "status", task.id = %id))]
-    pub async fn set_message(&self, id: &str, fence: u64, message: &str) -> StoreResult<Write> {
+    pub async fn set_message(
+        &self,
+        id: &str,
+        owner: &str,
+        fence: u64,
+        message: &str,
+    ) -> StoreResult<Write> {
         let mut con = self.con.clone();
         let reply = flat_strings(
             self.scripts
                 .status
-                .key(keys::task_key(id))
+                .key(keys::task_key(id, owner))
                 .arg(keys::events_channel(id))
                 .arg(fence)
                 .arg(message)
@@ -624,10 +636,11 @@ impl Store {
     pub async fn ask(
         &self,
         id: &str,
+        owner: &str,
         fence: u64,
         requests: &[(String, String)],
     ) -> StoreResult<Ask> {
-        let mut inv = self.scripts.ask.key(keys::task_key(id));
+        let mut inv = self.scripts.ask.key(keys::task_key(id, owner));
         inv.arg(keys::events_channel(id)).arg(fence);
         for (key, req) in requests {
             inv.arg(key).arg(req);
@@ -663,7 +676,7 @@ impl Store {
         let reply = flat_strings(
             self.scripts
                 .finish
-                .key(keys::task_key(&d.task_id))
+                .key(keys::task_key(&d.task_id, &d.owner))
                 .key(keys::queue_key(&d.queue))
                 .arg(keys::events_channel(&d.task_id))
                 .arg(keys::GROUP)
@@ -706,7 +719,7 @@ impl Store {
         self.claim_ids(queue, consumer, entries, None).await
     }
 
-    /// Give `entries` (of `tasks`) up at once: mark them idle for `lease`, so the next sweep
+    /// Give `entries` (of the tasks whose hashes are `task_keys`) up at once: mark them idle for `lease`, so the next sweep
     /// by any worker reclaims them without waiting out the lease (graceful shutdown), and
     /// count the hand-over on each task (`handovers`) so it is not an interrupted run.
     ///
@@ -717,15 +730,15 @@ impl Store {
         queue: &str,
         consumer: &str,
         entries: &[String],
-        tasks: &[String],
+        task_keys: &[String],
         lease: Duration,
     ) -> StoreResult<()> {
         let mut con = self.con.clone();
-        for task in tasks {
+        for key in task_keys {
             let _: i64 = self
                 .scripts
                 .handover
-                .key(keys::task_key(task))
+                .key(key)
                 .invoke_async(&mut con)
                 .await?;
         }
@@ -936,6 +949,9 @@ impl JobReader {
 
 fn delivery(queue: &str, entry: redis::streams::StreamId, fresh: bool) -> Delivery {
     let task_id: String = entry.get("task").unwrap_or_default();
+    let owner: String = entry
+        .get("owner")
+        .unwrap_or_else(|| crate::protocol::meta::ANONYMOUS_OWNER.to_owned());
     let job = entry
         .get::<String>("job")
         .ok_or_else(|| "job entry has no job field".to_owned())
@@ -944,6 +960,7 @@ fn delivery(queue: &str, entry: redis::streams::StreamId, fresh: bool) -> Delive
         queue: queue.to_owned(),
         entry: entry.id,
         task_id,
+        owner,
         job,
         fresh,
     }

@@ -887,7 +887,7 @@ async fn read_hashes(con: &ConnectionManager, ids: &[String]) -> Option<Vec<Hash
     let mut pipe = redis::pipe();
     for id in ids {
         pipe.cmd("HMGET")
-            .arg(format!("mcpt:task:{{{id}}}"))
+            .arg(format!("mcpt:task:{{{id}}}:anonymous"))
             .arg("status")
             .arg("fence")
             .arg("worker")

@@ -716,7 +716,7 @@ async fn create_task_result_is_durable_and_well_formed() -> Result<()> {
         assert!(ttl > 0, "ttlMs {ttl}");
         let pttl: i64 = ctx
             .redis
-            .cli(&["PTTL", &format!("mcpt:task:{{{id}}}")])?
+            .cli(&["PTTL", &ctx.redis.task_key(&id)?])?
             .trim()
             .parse()?;
         // Kept at least until the TTL, plus up to a minute so an expiry stays readable.
@@ -1659,7 +1659,7 @@ async fn task_is_kept_until_its_ttl_then_gone() -> Result<()> {
     assert_eq!(created["ttlMs"], 1500, "{created}");
     let pttl: i64 = ctx
         .redis
-        .cli(&["PTTL", &format!("mcpt:task:{{{id}}}")])?
+        .cli(&["PTTL", &ctx.redis.task_key(id)?])?
         .trim()
         .parse()?;
     // Kept at least until the TTL, then for at most as long again so the expiry is readable.

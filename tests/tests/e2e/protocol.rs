@@ -143,9 +143,11 @@ fn task_keys(ctx: &TestContext) -> Result<Vec<String>> {
     Ok(keys)
 }
 
-/// `mcpt:task:{ID}` → `ID`.
+/// `mcpt:task:{ID}:OWNER` → `ID`.
 fn task_id_of_key(key: &str) -> Option<&str> {
-    key.strip_prefix("mcpt:task:{")?.strip_suffix('}')
+    key.strip_prefix("mcpt:task:{")?
+        .split_once('}')
+        .map(|(id, _)| id)
 }
 
 /// The first text block of a `CallToolResult`.

@@ -23,7 +23,7 @@ if active > 0 then
 end
 -- The entry id is Redis' clock in ms (never behind the stream's last entry): it is the
 -- creation time, without a TIME call.
-local entry = redis.call('XADD', KEYS[2], '*', 'task', ARGV[1], 'job', ARGV[7])
+local entry = redis.call('XADD', KEYS[2], '*', 'task', ARGV[1], 'owner', ARGV[4], 'job', ARGV[7])
 local now_n = tonumber(string.match(entry, '^(%d+)'))
 local now = string.format('%d', now_n)
 redis.call('HSET', KEYS[1], 'status', 'working', 'created', now, 'updated', now,
