@@ -166,6 +166,30 @@ async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
     let owner = match state.auth.owner(headers).await {
         Ok(owner) => owner,
         Err(challenge) => {
+            // Refusals are counted and logged (the reason, never the credential), so
+            // guessing shows.
+            tracing::info!(reason = %challenge.description, "request refused: not authenticated");
+            let outcome = if challenge.unavailable {
+                "unavailable"
+            } else {
+                "unauthorized"
+            };
+            mcp_tasks_shared::metrics::get().requests.add(
+                1,
+                &[
+                    opentelemetry::KeyValue::new("rpc.method", "other"),
+                    opentelemetry::KeyValue::new("outcome", outcome),
+                ],
+            );
+            if challenge.unavailable {
+                let mut res = reject(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Authentication unavailable: the signing keys cannot be fetched; retry later",
+                );
+                res.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+                return res;
+            }
             let mut res = reject(
                 StatusCode::UNAUTHORIZED,
                 &format!("Unauthorized: {}", challenge.description),

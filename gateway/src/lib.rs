@@ -30,6 +30,18 @@ use mcp_tasks_shared::store::{Store, StoreError};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+/// How long a client may take to send a request's headers.
+const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Check the authentication settings the way [`run`] will use them (read the token file,
+/// load the key set), so a binary can refuse a bad configuration before it says it listens.
+///
+/// # Errors
+/// The one-line reason.
+pub async fn check_auth(config: &GatewayConfig) -> Result<(), String> {
+    auth::Authenticator::new(&config.auth).await.map(drop)
+}
+
 /// Shared by every request of one gateway process.
 pub(crate) struct State {
     pub(crate) config: GatewayConfig,
@@ -93,7 +105,13 @@ pub async fn run(
         streams_end: CancellationToken::new(),
         config,
     });
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    // A client that never finishes its headers must not hold a connection (and a file
+    // descriptor) for ever: this is before authentication.
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
     let graceful = GracefulShutdown::new();
     tracing::info!(addr = %local, "gateway started");
     // After SIGTERM: report not-ready but keep accepting for MCPT_DRAIN_DELAY, so load

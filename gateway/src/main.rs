@@ -32,6 +32,10 @@ fn main() -> ExitCode {
             return ExitCode::from(64);
         }
     };
+    if let Err(e) = runtime.block_on(mcp_tasks_gateway::check_auth(&config)) {
+        eprintln!("mcp-tasks-gateway: {e}");
+        return ExitCode::from(64);
+    }
     let result = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.listen_addr)
             .await

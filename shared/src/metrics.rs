@@ -15,7 +15,7 @@
 //! | `mcpt.task.queue_wait` (s) | histogram | `queue.name` | worker, first delivery |
 //! | `mcpt.tasks.running` | up-down | `queue.name` | worker |
 //! | `mcpt.tasks.input_required` | up-down | `queue.name` | worker |
-//! | `mcpt.requests` | counter | `rpc.method`, `outcome` | gateway |
+//! | `mcpt.requests` | counter | `rpc.method`, `outcome` (`ok`, `stream`, `error`; `unauthorized`, `unavailable` for refused credentials) | gateway |
 //! | `mcpt.request.duration` (s) | histogram | `rpc.method`, `outcome` | gateway |
 //! | `mcpt.listeners.open` | up-down | | gateway |
 //! | `mcpt.queue.length`, `mcpt.queue.lag`, `mcpt.queue.pending` | gauge | `queue.name` | worker |

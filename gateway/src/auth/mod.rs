@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 /// The owner of every task when authentication is off.
-pub(crate) const ANONYMOUS: &str = "anonymous";
+pub(crate) const ANONYMOUS: &str = mcp_tasks_shared::protocol::meta::ANONYMOUS_OWNER;
 
 /// Where the protected-resource metadata is served (and the challenge points).
 pub(crate) const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
@@ -41,6 +41,9 @@ pub(crate) struct Challenge {
     pub(crate) error: Option<&'static str>,
     /// What was wrong, safe to show (never the token or its claims).
     pub(crate) description: String,
+    /// Our fault, not the caller's: the signing keys cannot be fetched (HTTP 503, so a
+    /// client keeps its token and retries).
+    pub(crate) unavailable: bool,
 }
 
 impl Challenge {
@@ -48,6 +51,15 @@ impl Challenge {
         Challenge {
             error: Some("invalid_token"),
             description: description.into(),
+            unavailable: false,
+        }
+    }
+
+    fn request(description: impl Into<String>) -> Challenge {
+        Challenge {
+            error: Some("invalid_request"),
+            description: description.into(),
+            unavailable: false,
         }
     }
 }
@@ -74,20 +86,16 @@ fn bearer(headers: &HeaderMap) -> Result<Option<&str>, Challenge> {
         return Ok(None);
     };
     if values.next().is_some() {
-        return Err(Challenge {
-            error: Some("invalid_request"),
-            description: "more than one Authorization header".into(),
-        });
+        return Err(Challenge::request("more than one Authorization header"));
     }
     let text = value
         .to_str()
         .map_err(|_| Challenge::invalid("Authorization header is not text"))?;
     let (scheme, token) = text.split_once(' ').unwrap_or((text, ""));
     if !scheme.eq_ignore_ascii_case("bearer") {
-        return Err(Challenge {
-            error: Some("invalid_request"),
-            description: "Authorization must use the Bearer scheme".into(),
-        });
+        return Err(Challenge::request(
+            "Authorization must use the Bearer scheme",
+        ));
     }
     let token = token.trim();
     if token.is_empty() {
@@ -145,6 +153,7 @@ impl Authenticator {
             return Err(Challenge {
                 error: None,
                 description: "authentication required".into(),
+                unavailable: false,
             });
         };
         let principal = match self {
@@ -152,10 +161,12 @@ impl Authenticator {
             Authenticator::Tokens(file) => file
                 .principal(token)
                 .ok_or_else(|| Challenge::invalid("unknown bearer token"))?,
-            Authenticator::Jwt(verifier) => verifier
-                .verify(token)
-                .await
-                .map_err(|e| Challenge::invalid(e.to_string()))?,
+            Authenticator::Jwt(verifier) => {
+                verifier.verify(token).await.map_err(|e| Challenge {
+                    unavailable: e == jwt::JwtError::KeysUnavailable,
+                    ..Challenge::invalid(e.to_string())
+                })?
+            }
         };
         Ok(owner_digest(&principal))
     }
@@ -167,9 +178,15 @@ pub(crate) fn resource_url(config: &AuthConfig, headers: &HeaderMap) -> String {
     if let Some(r) = &config.resource {
         return r.clone();
     }
+    // Only a plain host[:port] is echoed; anything else (quotes, spaces, paths) is not.
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
+        .filter(|h| {
+            !h.is_empty()
+                && h.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b))
+        })
         .unwrap_or("localhost");
     let scheme = match headers
         .get("x-forwarded-proto")
@@ -277,6 +294,7 @@ mod tests {
             &Challenge {
                 error: None,
                 description: "authentication required".into(),
+                unavailable: false,
             },
         );
         assert_eq!(

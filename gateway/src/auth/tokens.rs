@@ -1,5 +1,7 @@
 //! `MCPT_AUTH=tokens`: static bearer tokens from a file of `PRINCIPAL TOKEN` lines (`#`
-//! comments and blank lines allowed), re-read when the file changes.
+//! comments and blank lines allowed), re-read when its content changes (looked at once a
+//! second; the content, not the modification time, decides, so a copy that keeps the old
+//! time is still seen).
 //!
 //! Only SHA-256 digests of the tokens are kept; a presented token is hashed and compared
 //! with every entry in constant time, so neither the match position nor a common prefix
@@ -7,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use sha2::{Digest as _, Sha256};
 
@@ -21,7 +23,8 @@ const RECHECK: Duration = Duration::from_secs(1);
 type Entries = Vec<(String, [u8; 32])>;
 
 struct Loaded {
-    modified: Option<SystemTime>,
+    /// SHA-256 of the file content last read (good or not).
+    content: [u8; 32],
     checked: Instant,
     entries: Entries,
 }
@@ -72,11 +75,10 @@ fn parse(path: &Path, text: &str) -> Result<Entries, String> {
     Ok(entries)
 }
 
-fn read(path: &Path) -> Result<(Option<SystemTime>, Entries), String> {
-    let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+fn read(path: &Path) -> Result<([u8; 32], String), String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    Ok((modified, parse(path, &text)?))
+    Ok((digest(&text), text))
 }
 
 impl TokenFile {
@@ -85,11 +87,12 @@ impl TokenFile {
     /// # Errors
     /// Unreadable, or a malformed line (named).
     pub(crate) fn open(path: &Path) -> Result<TokenFile, String> {
-        let (modified, entries) = read(path)?;
+        let (content, text) = read(path)?;
+        let entries = parse(path, &text)?;
         Ok(TokenFile {
             path: path.to_owned(),
             loaded: RwLock::new(Loaded {
-                modified,
+                content,
                 checked: Instant::now(),
                 entries,
             }),
@@ -127,21 +130,28 @@ impl TokenFile {
             return;
         }
         loaded.checked = Instant::now();
-        let modified = std::fs::metadata(&self.path)
-            .and_then(|m| m.modified())
-            .ok();
-        if modified == loaded.modified {
+        let (content, text) = match read(&self.path) {
+            Ok(read) => read,
+            Err(why) => {
+                if loaded.content != [0; 32] {
+                    tracing::warn!(error = %why, "token file not reloaded; keeping the previous tokens");
+                }
+                // Warn once until it is readable again.
+                loaded.content = [0; 32];
+                return;
+            }
+        };
+        if content == loaded.content {
             return;
         }
-        match read(&self.path) {
-            Ok((modified, entries)) => {
+        loaded.content = content;
+        match parse(&self.path, &text) {
+            Ok(entries) => {
                 tracing::info!(entries = entries.len(), "token file reloaded");
-                loaded.modified = modified;
                 loaded.entries = entries;
             }
             // Keep serving with the tokens that worked; say why once per change.
             Err(why) => {
-                loaded.modified = modified;
                 tracing::warn!(error = %why, "token file not reloaded; keeping the previous tokens");
             }
         }
@@ -194,13 +204,14 @@ mod tests {
         assert_eq!(file.principal(""), None);
 
         // Rotate bob's token; a file with a mistake is ignored, keeping the last good one.
+        // The old modification time kept: the content decides.
+        let before = std::fs::metadata(&path).unwrap().modified().unwrap();
         std::fs::write(&path, "bob cccccccccccccccccccc\n").unwrap();
-        let later = SystemTime::now() + Duration::from_secs(5);
         std::fs::File::options()
             .write(true)
             .open(&path)
             .unwrap()
-            .set_modified(later)
+            .set_modified(before)
             .unwrap();
         file.loaded.write().unwrap().checked -= RECHECK;
         assert_eq!(
@@ -210,12 +221,6 @@ mod tests {
         assert_eq!(file.principal("aaaaaaaaaaaaaaaaaaaa"), None);
 
         std::fs::write(&path, "broken\n").unwrap();
-        std::fs::File::options()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_modified(later + Duration::from_secs(5))
-            .unwrap();
         file.loaded.write().unwrap().checked -= RECHECK;
         assert_eq!(
             file.principal("cccccccccccccccccccc").as_deref(),

@@ -57,6 +57,10 @@ fn up() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Err(e) = runtime.block_on(mcp_tasks_gateway::check_auth(&gateway_config)) {
+        eprintln!("mcp-tasks: {e}");
+        return ExitCode::from(64);
+    }
     let telemetry = match runtime.block_on(async { telemetry::init("up") }) {
         Ok(t) => t,
         Err(e) => {

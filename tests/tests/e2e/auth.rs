@@ -448,3 +448,58 @@ async fn open_address_without_auth_is_refused_unless_allowed() -> Result<()> {
     assert_eq!(allowed.addr.ip().to_string(), "0.0.0.0");
     Ok(())
 }
+
+/// A token file that cannot be read stops the gateway with exit 64 before it says it
+/// listens, so a supervisor never takes a misconfigured gateway for a running one.
+#[tokio::test]
+async fn unreadable_token_file_exits_64_before_listening() -> Result<()> {
+    let redis = RedisServer::start()?;
+    let (mut gateway, _) = Process::spawn(
+        "mcp-tasks-gateway",
+        &[
+            ("MCPT_REDIS_URL", redis.url()),
+            ("MCPT_LISTEN_ADDR", "127.0.0.1:0".to_owned()),
+            ("MCPT_AUTH", "tokens".to_owned()),
+            ("MCPT_AUTH_TOKENS_FILE", "/nonexistent/tokens".to_owned()),
+        ],
+    )?;
+    let status = gateway.child().wait()?;
+    assert_eq!(status.code(), Some(64));
+    let mut out = String::new();
+    if let Some(mut stdout) = gateway.child().stdout.take() {
+        std::io::Read::read_to_string(&mut stdout, &mut out)?;
+    }
+    assert!(!out.contains("listening on"), "{out}");
+    let log = gateway.log_text();
+    assert_eq!(log.lines().count(), 1, "{log}");
+    assert!(log.contains("/nonexistent/tokens"), "{log}");
+    Ok(())
+}
+
+/// A client that never finishes its headers is cut off (before authentication, so it
+/// cannot hold connections for ever).
+#[tokio::test]
+async fn half_sent_headers_are_cut_off() -> Result<()> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let dir = Dir::new("slow")?;
+    let redis = RedisServer::start()?;
+    let gateway = Gateway::start(&redis.url(), &token_env(&dir)?)?;
+    let mut slow = tokio::net::TcpStream::connect(gateway.addr).await?;
+    slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await?;
+    let mut buf = [0u8; 256];
+    let closed = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match slow.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "a half-sent request held its connection for 20 s"
+    );
+    Ok(())
+}
