@@ -26,3 +26,6 @@ cargo build --workspace --bins
 
 echo "== testing"
 cargo test --workspace -- --test-threads "${MCPT_TEST_THREADS:-4}"
+
+echo "== benchmark at a small size (proves it runs; its figures mean little here)"
+./target/debug/bench --clients 1,4 --duration 1s --tasks 200 --listeners 200 --out target/bench-ci
