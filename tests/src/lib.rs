@@ -135,6 +135,8 @@ impl RedisServer {
                 ["--appendonly", "no"].as_slice()
             })
             .args(["--maxmemory-policy", "noeviction", "--loglevel", "warning"])
+            // As README "Redis in production" recommends: finished tasks stay compact.
+            .args(["--hash-max-listpack-value", "1024"])
             .arg("--dir")
             .arg(&self.dir)
             .stdout(Stdio::null())

@@ -128,6 +128,8 @@ async fn start_redis() -> Result<(Child, String, std::path::PathBuf), String> {
     let child = Command::new("redis-server")
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
         .args(["--maxmemory-policy", "noeviction", "--loglevel", "warning"])
+        // A finished task's hash (its result included) stays a compact listpack.
+        .args(["--hash-max-listpack-value", "1024"])
         .arg("--dir")
         .arg(&dir)
         .stdout(Stdio::null())
