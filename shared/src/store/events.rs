@@ -245,33 +245,21 @@ async fn run(
                         break;
                     }
                 }
-                cmd = cmds.recv() => match cmd {
-                    None => return,
-                    Some(Cmd::Watch { task, tx, lag, done }) => {
-                        let channel = keys::events_channel(&task);
-                        if !table.contains_key(&channel) {
-                            let r = tokio::time::timeout(REDIS_TIMEOUT, sink.subscribe(&channel)).await;
-                            let r = r.unwrap_or_else(|_| Err(timed_out()));
-                            if let Err(e) = r {
-                                let _ = done.send(Err(e.into()));
-                                break;
-                            }
-                        }
-                        next_sub += 1;
-                        table.entry(channel).or_default().push(Subscriber { sub: next_sub, tx, lag });
-                        let _ = done.send(Ok(next_sub));
-                    }
-                    Some(Cmd::Unwatch { task, sub }) => {
-                        let channel = keys::events_channel(&task);
-                        remove(&mut table, &channel, sub);
-                        if !table.contains_key(&channel)
-                            && !matches!(tokio::time::timeout(REDIS_TIMEOUT, sink.unsubscribe(&channel)).await, Ok(Ok(())))
-                        {
-                            tracing::warn!("unsubscribe failed; reconnecting");
-                            break;
+                cmd = cmds.recv() => {
+                    let Some(first) = cmd else { return };
+                    // Everything queued meanwhile goes in the same SUBSCRIBE/UNSUBSCRIBE:
+                    // one round trip for a burst of listens or jobs, not one each.
+                    let mut batch = vec![first];
+                    while batch.len() < MAX_BATCH {
+                        match cmds.try_recv() {
+                            Ok(c) => batch.push(c),
+                            Err(_) => break,
                         }
                     }
-                },
+                    if !apply(&mut table, &mut sink, batch, &mut next_sub).await {
+                        break;
+                    }
+                }
                 msg = stream.next() => match msg {
                     None => {
                         tracing::warn!("event subscriber lost its redis connection; reconnecting");
@@ -282,6 +270,94 @@ async fn run(
             }
         }
     }
+}
+
+/// Most watch/unwatch commands sent to Redis together.
+const MAX_BATCH: usize = 512;
+
+/// Apply a batch of watch/unwatch commands: change the table, subscribe the channels that
+/// gained their first watcher and unsubscribe those that lost their last, each set in one
+/// command, then confirm the watches. `false` when the connection must be replaced.
+async fn apply(
+    table: &mut Table,
+    sink: &mut redis::aio::PubSubSink,
+    batch: Vec<Cmd>,
+    next_sub: &mut u64,
+) -> bool {
+    let before: std::collections::HashSet<String> = batch
+        .iter()
+        .map(|c| match c {
+            Cmd::Watch { task, .. } | Cmd::Unwatch { task, .. } => keys::events_channel(task),
+        })
+        .filter(|ch| table.contains_key(ch))
+        .collect();
+    let mut confirms = Vec::new();
+    let mut touched = Vec::new();
+    for cmd in batch {
+        match cmd {
+            Cmd::Watch {
+                task,
+                tx,
+                lag,
+                done,
+            } => {
+                let channel = keys::events_channel(&task);
+                *next_sub += 1;
+                table.entry(channel.clone()).or_default().push(Subscriber {
+                    sub: *next_sub,
+                    tx,
+                    lag,
+                });
+                confirms.push((done, *next_sub, channel.clone()));
+                touched.push(channel);
+            }
+            Cmd::Unwatch { task, sub } => {
+                let channel = keys::events_channel(&task);
+                remove(table, &channel, sub);
+                touched.push(channel);
+            }
+        }
+    }
+    touched.sort();
+    touched.dedup();
+    let subscribe: Vec<&String> = touched
+        .iter()
+        .filter(|ch| !before.contains(*ch) && table.contains_key(*ch))
+        .collect();
+    let unsubscribe: Vec<&String> = touched
+        .iter()
+        .filter(|ch| before.contains(*ch) && !table.contains_key(*ch))
+        .collect();
+    if !subscribe.is_empty() {
+        let r = tokio::time::timeout(REDIS_TIMEOUT, sink.subscribe(&subscribe)).await;
+        if let Err(e) = r.unwrap_or_else(|_| Err(timed_out())) {
+            // Those watches never started: take them out again, and say why.
+            let why = e.to_string();
+            for (done, sub, channel) in confirms {
+                remove(table, &channel, sub);
+                let _ = done.send(Err(StoreError::Redis(redis::RedisError::from(
+                    std::io::Error::new(std::io::ErrorKind::NotConnected, why.clone()),
+                ))));
+            }
+            return false;
+        }
+    }
+    if !unsubscribe.is_empty()
+        && !matches!(
+            tokio::time::timeout(REDIS_TIMEOUT, sink.unsubscribe(&unsubscribe)).await,
+            Ok(Ok(()))
+        )
+    {
+        tracing::warn!("unsubscribe failed; reconnecting");
+        for (done, sub, _) in confirms {
+            let _ = done.send(Ok(sub));
+        }
+        return false;
+    }
+    for (done, sub, _) in confirms {
+        let _ = done.send(Ok(sub));
+    }
+    true
 }
 
 fn remove(table: &mut Table, channel: &str, sub: u64) {
