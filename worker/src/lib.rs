@@ -9,6 +9,7 @@
 //! The job loop itself is in `runner.rs`; everything Redis is in `mcp_tasks_shared::store`.
 
 mod admin;
+pub mod catalog;
 mod claims;
 mod context;
 mod runner;

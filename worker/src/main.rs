@@ -1,4 +1,5 @@
-//! `mcp-tasks-worker`: runs the built-in tools selected by `MCPT_TOOLS` on `MCPT_QUEUES`;
+//! `mcp-tasks-worker`: runs the built-in tools selected by `MCPT_TOOLS` and those declared
+//! in `MCPT_TOOLS_FILE` (`catalog`) on `MCPT_QUEUES`;
 //! serves `/healthz`, `/readyz` and `/metrics` on `MCPT_ADMIN_ADDR` and prints
 //! `listening on http://ADDR` for it.
 
@@ -10,6 +11,15 @@ use mcp_tasks_shared::{shutdown, telemetry};
 fn main() -> ExitCode {
     let config = match WorkerConfig::from_env() {
         Ok(c) => c,
+        Err(e) => {
+            eprintln!("mcp-tasks-worker: {e}");
+            return ExitCode::from(64);
+        }
+    };
+    // Checked before anything starts, so a mistake is the only line on stderr.
+    let builtin = mcp_tasks_worker::tools::packs(&config.tools);
+    let tools = match mcp_tasks_worker::catalog::from_env(&config, &builtin) {
+        Ok(declared) => builtin.into_iter().chain(declared).collect::<Vec<_>>(),
         Err(e) => {
             eprintln!("mcp-tasks-worker: {e}");
             return ExitCode::from(64);
@@ -42,7 +52,6 @@ fn main() -> ExitCode {
             }
             None => None,
         };
-        let tools = mcp_tasks_worker::tools::packs(&config.tools);
         mcp_tasks_worker::run_with_admin(config, tools, admin, shutdown::on_signal())
             .await
             .map_err(|e| mcp_tasks_shared::error_chain(&e))

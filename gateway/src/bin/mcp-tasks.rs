@@ -46,6 +46,15 @@ fn up() -> ExitCode {
             return ExitCode::from(64);
         }
     };
+    // The worker's tools: built-in packs plus MCPT_TOOLS_FILE, checked before anything starts.
+    let builtin = mcp_tasks_worker::tools::packs(&worker_config.tools);
+    let tools = match mcp_tasks_worker::catalog::from_env(&worker_config, &builtin) {
+        Ok(declared) => builtin.into_iter().chain(declared).collect::<Vec<_>>(),
+        Err(e) => {
+            eprintln!("mcp-tasks: {e}");
+            return ExitCode::from(64);
+        }
+    };
     if let Err(e) = gateway_config.check_exposure(gateway_config.listen_addr) {
         eprintln!("mcp-tasks: {e}");
         return ExitCode::from(64);
@@ -86,7 +95,6 @@ fn up() -> ExitCode {
             .map_err(|e| format!("cannot listen on {}: {e}", gateway_config.listen_addr))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let stop = shutdown::on_signal();
-        let tools = mcp_tasks_worker::tools::packs(&worker_config.tools);
         let worker = tokio::spawn(mcp_tasks_worker::run(worker_config, tools, stop.clone()));
         let gateway = tokio::spawn(mcp_tasks_gateway::run(
             gateway_config,

@@ -6,6 +6,7 @@ mod bad_input;
 mod chaos;
 mod cli;
 mod cluster_of_two;
+mod command_tools;
 mod interop;
 mod lifecycle;
 mod listen;

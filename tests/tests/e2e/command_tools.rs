@@ -1,0 +1,388 @@
+//! Tools declared in a catalog file (`MCPT_TOOLS_FILE`, `[[command]]` entries): output and
+//! exit codes, arguments passed literally, output lines as status messages, cancellation
+//! and timeout ending the whole process group, and a catalog with mistakes refused at start.
+//!
+//! Each test writes its catalog to a temp file and starts its own Redis, gateway and worker.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use mcp_tasks_tests::{Client, Gateway, Process, RedisServer, Worker, caps_none, poll_until};
+use serde_json::{Value, json};
+
+const WITHIN: Duration = Duration::from_secs(15);
+
+const TEXT_SCHEMA: &str = r#"input_schema = { type = "object", properties = { text = { type = "string" } }, required = ["text"] }"#;
+
+/// Write `text` to a fresh `tools.toml` and return its path.
+fn catalog(text: &str) -> Result<PathBuf> {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("mcpt-catalog-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("tools.toml");
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+/// A Redis, a gateway and a worker offering the catalog `text`, once `wanted` is listed.
+struct Setup {
+    _redis: RedisServer,
+    _gateway: Gateway,
+    _worker: Worker,
+    client: Client,
+}
+
+async fn start(
+    text: &str,
+    wanted: &str,
+    gateway_env: &[(&str, String)],
+    worker_env: &[(&str, String)],
+) -> Result<Setup> {
+    let path = catalog(text)?;
+    let redis = RedisServer::start()?;
+    let mut env = vec![("MCPT_TOOLS_FILE", path.display().to_string())];
+    env.extend(worker_env.iter().cloned());
+    let worker = Worker::start(&redis.url(), &env)?;
+    let gateway = Gateway::start(&redis.url(), gateway_env)?;
+    let client = gateway.client();
+    poll_until(WITHIN, || async {
+        let r = client
+            .request("tools/list", json!({}), &caps_none())
+            .await
+            .ok()?;
+        r.body["result"]["tools"]
+            .as_array()?
+            .iter()
+            .any(|t| t["name"] == wanted)
+            .then_some(())
+    })
+    .await
+    .with_context(|| format!("{wanted} never appeared in tools/list"))?;
+    Ok(Setup {
+        _redis: redis,
+        _gateway: gateway,
+        _worker: worker,
+        client,
+    })
+}
+
+/// Run `tool` as a task to completion and return its `CallToolResult`.
+async fn run(client: &Client, tool: &str, args: Value) -> Result<Value> {
+    let id = client.start_task(tool, args).await?;
+    let t = client.wait_status(&id, "completed", WITHIN).await?;
+    Ok(t["result"].clone())
+}
+
+/// A command's stdout is the result text and its exit code is in `structuredContent`; a
+/// non-zero exit completes the task with `isError: true` and stderr's tail.
+#[tokio::test(flavor = "multi_thread")]
+async fn command_output_and_exit_code_become_the_result() -> Result<()> {
+    let s = start(
+        &format!(
+            r#"
+            [[command]]
+            name = "say"
+            argv = ["printf", "%s", "{{text}}"]
+            {TEXT_SCHEMA}
+
+            [[command]]
+            name = "exit3"
+            description = "Fail with exit code 3."
+            argv = ["sh", "-c", "echo partial; echo oops >&2; exit 3"]
+            "#
+        ),
+        "exit3",
+        &[],
+        &[],
+    )
+    .await?;
+
+    let r = run(&s.client, "say", json!({"text": "hello world"})).await?;
+    assert_eq!(r["content"][0]["text"], "hello world", "{r}");
+    assert_eq!(r["structuredContent"]["exitCode"], 0, "{r}");
+    assert_eq!(r["structuredContent"]["stdout"], "hello world", "{r}");
+    assert_eq!(r["structuredContent"]["truncated"], false, "{r}");
+    assert!(r.get("isError").is_none_or(|e| e == false), "{r}");
+
+    let r = run(&s.client, "exit3", json!({})).await?;
+    assert_eq!(r["isError"], true, "{r}");
+    assert_eq!(r["structuredContent"]["exitCode"], 3, "{r}");
+    assert_eq!(r["structuredContent"]["stdout"], "partial\n", "{r}");
+    assert_eq!(r["structuredContent"]["stderr"], "oops\n", "{r}");
+
+    // A required argument left out is refused by the gateway's schema check; an absent
+    // placeholder of an optional one is a tool error naming it.
+    let r = s.client.call("say", json!({}), &caps_none()).await?;
+    assert!(
+        r.body["error"].is_object() || r.body["result"]["isError"] == true,
+        "{}",
+        r.body
+    );
+    Ok(())
+}
+
+/// Argument values reach the program as one argv element (or stdin) each, unchanged:
+/// shell syntax, quotes, newlines and a 1 MB value come back byte for byte.
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_argument_values_come_back_literally() -> Result<()> {
+    let big_limits = [
+        ("MCPT_MAX_ARGS_BYTES", "4194304".to_owned()),
+        ("MCPT_MAX_BODY_BYTES", "8388608".to_owned()),
+    ];
+    let s = start(
+        &format!(
+            r#"
+            [[command]]
+            name = "say"
+            argv = ["printf", "%s", "{{text}}"]
+            {TEXT_SCHEMA}
+
+            [[command]]
+            name = "cat_stdin"
+            argv = ["cat"]
+            stdin = "{{text}}"
+            max_output = 2097152
+            {TEXT_SCHEMA}
+            "#
+        ),
+        "cat_stdin",
+        &big_limits,
+        &[("MCPT_MAX_RESULT_BYTES", "8388608".to_owned())],
+    )
+    .await?;
+
+    let hostile = [
+        "$(id)",
+        "; rm -rf /",
+        "`id`",
+        "line one\nline two",
+        "'\"\\ %s %n * ? ~ | & > /dev/null",
+        "-n",
+        "{text}",
+        "",
+    ];
+    for value in hostile {
+        let r = run(&s.client, "say", json!({"text": value})).await?;
+        assert_eq!(r["structuredContent"]["stdout"], value, "{value:?}: {r}");
+        assert_eq!(r["structuredContent"]["exitCode"], 0, "{value:?}: {r}");
+    }
+
+    // Linux caps one argv element at 128 KiB, so a large value goes through stdin.
+    let unit = "$(id);`id`\n\"'\\";
+    let big: String = unit.repeat(1_000_000 / unit.len());
+    let r = run(&s.client, "cat_stdin", json!({"text": big})).await?;
+    assert_eq!(r["structuredContent"]["truncated"], false);
+    assert!(
+        r["structuredContent"]["stdout"] == big.as_str(),
+        "the 1 MB value came back changed ({} bytes)",
+        r["structuredContent"]["stdout"]
+            .as_str()
+            .map_or(0, str::len)
+    );
+    Ok(())
+}
+
+/// While a command runs, its latest output line is the task's status message.
+#[tokio::test(flavor = "multi_thread")]
+async fn output_lines_become_status_messages() -> Result<()> {
+    let s = start(
+        r#"
+        [[command]]
+        name = "steps"
+        argv = ["sh", "-c", "for i in 1 2 3 4 5; do echo step $i; sleep 0.4; done"]
+        "#,
+        "steps",
+        &[],
+        &[],
+    )
+    .await?;
+    let id = s.client.start_task("steps", json!({})).await?;
+    let mut seen: Vec<String> = Vec::new();
+    let deadline = std::time::Instant::now() + WITHIN;
+    let last = loop {
+        let t = s.client.get(&id).await?;
+        if let Some(m) = t["statusMessage"].as_str()
+            && seen.last().map(String::as_str) != Some(m)
+        {
+            seen.push(m.to_owned());
+        }
+        if t["status"] != "working" {
+            break t;
+        }
+        if std::time::Instant::now() > deadline {
+            bail!("steps still working after {WITHIN:?}; saw {seen:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(last["status"], "completed", "{last}");
+    let steps: Vec<&String> = seen.iter().filter(|m| m.starts_with("step ")).collect();
+    assert!(
+        steps.len() >= 2,
+        "expected changing 'step N' messages, saw {seen:?}"
+    );
+    Ok(())
+}
+
+/// Members of process group `pgid` that are still running (zombies, already dead and
+/// waiting for their parent to collect them, do not count).
+fn group_members(pgid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "PID (COMM) STATE PPID PGRP ...": COMM may hold spaces and parentheses.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.len() > 2 && fields[0] != "Z" && fields[2].parse() == Ok(pgid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Cancelling a task ends the command's whole process group (the shell and the `sleep`
+/// it started): nothing of it is left running.
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelled_command_leaves_no_process_behind() -> Result<()> {
+    let s = start(
+        r#"
+        [[command]]
+        name = "hang"
+        argv = ["sh", "-c", "echo $$; sleep 30 & wait"]
+        "#,
+        "hang",
+        &[],
+        &[],
+    )
+    .await?;
+    let id = s.client.start_task("hang", json!({})).await?;
+    // The shell prints its pid, which is also its group's id (the status message).
+    let pgid: u32 = poll_until(WITHIN, || async {
+        let t = s.client.get(&id).await.ok()?;
+        t["statusMessage"].as_str()?.parse().ok()
+    })
+    .await
+    .context("the command never reported its pid")?;
+    poll_until(WITHIN, || async {
+        (group_members(pgid).len() >= 2).then_some(())
+    })
+    .await
+    .with_context(|| format!("group {pgid} never had the shell and its sleep"))?;
+
+    let r = s.client.cancel(&id).await?;
+    assert!(r.body.get("error").is_none(), "{}", r.body);
+    s.client.wait_status(&id, "cancelled", WITHIN).await?;
+    if poll_until(Duration::from_secs(10), || async {
+        group_members(pgid).is_empty().then_some(())
+    })
+    .await
+    .is_err()
+    {
+        bail!(
+            "processes of group {pgid} still run 10 s after the cancel: {:?}",
+            group_members(pgid)
+        );
+    }
+    Ok(())
+}
+
+/// A command running past its `timeout` is stopped and the task ends `failed` with a
+/// JSON-RPC internal error "command timed out after 1s".
+#[tokio::test(flavor = "multi_thread")]
+async fn command_past_its_timeout_fails_the_task() -> Result<()> {
+    let s = start(
+        r#"
+        [[command]]
+        name = "slow"
+        argv = ["sleep", "10"]
+        timeout = "1s"
+        "#,
+        "slow",
+        &[],
+        &[],
+    )
+    .await?;
+    let id = s.client.start_task("slow", json!({})).await?;
+    let t = s.client.wait_status(&id, "failed", WITHIN).await?;
+    assert_eq!(t["error"]["code"], -32603, "{t}");
+    assert_eq!(t["error"]["message"], "command timed out after 1s", "{t}");
+    Ok(())
+}
+
+/// A catalog with a mistake stops the worker at start: exit code 64 and one line on
+/// stderr naming the file, the entry and the field.
+#[tokio::test(flavor = "multi_thread")]
+async fn catalog_with_mistakes_is_refused_at_start() -> Result<()> {
+    let ok = "[[command]]\nname = \"fine\"\nargv = [\"true\"]\n";
+    let cases = [
+        (
+            format!("{ok}[[command]]\nname = \"a\"\nargv = [\"true\"]\nshell = true\n"),
+            "[[command]] #2 (\"a\"): field shell: unknown field",
+        ),
+        (
+            "[[command]]\nname = \"a\"\nargv = [\"echo\", \"{text} extra\"]\n".to_owned(),
+            "[[command]] #1 (\"a\"): field argv: element 1 \"{text} extra\"",
+        ),
+        (
+            format!("{ok}{ok}"),
+            "[[command]] #2 (\"fine\"): field name: \"fine\" is used by an earlier entry",
+        ),
+        (
+            "[[command]]\nname = \"a\"\nargv = [\"true\"]\ntimeout = \"soon\"\n".to_owned(),
+            "[[command]] #1 (\"a\"): field timeout: \"soon\": expected a duration",
+        ),
+        (
+            "[[command]]\nname = \"a\"\nargv = [\"true\"]\nqueue = \"gpu\"\n".to_owned(),
+            "[[command]] #1 (\"a\"): field queue: \"gpu\" is not served by this worker",
+        ),
+        (
+            "[[command]]\nname = \"echo\"\nargv = [\"true\"]\n".to_owned(),
+            "[[command]] #1 (\"echo\"): field name: \"echo\" is also the name of a built-in tool",
+        ),
+        (
+            "[[http]]\nname = \"a\"\n".to_owned(),
+            "[[http]]: this kind of entry is not built yet",
+        ),
+    ];
+    for (text, want) in cases {
+        let path = catalog(&text)?;
+        let (mut p, _) = Process::spawn(
+            "mcp-tasks-worker",
+            &[
+                // Never reached: the catalog is checked before anything connects.
+                ("MCPT_REDIS_URL", "redis://127.0.0.1:1".to_owned()),
+                ("MCPT_TOOLS", "demo".to_owned()),
+                ("MCPT_TOOLS_FILE", path.display().to_string()),
+            ],
+        )?;
+        let status = poll_until(WITHIN, || {
+            let s = p.child().try_wait().ok().flatten();
+            async move { s }
+        })
+        .await
+        .with_context(|| format!("the worker kept running with {text:?}"))?;
+        let log = p.log_text();
+        assert_eq!(status.code(), Some(64), "{text:?}: {log}");
+        let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "one line for {text:?}: {log}");
+        let want_file = format!("MCPT_TOOLS_FILE={}: ", path.display());
+        assert!(lines[0].contains(&want_file), "{}", lines[0]);
+        assert!(lines[0].contains(want), "got {}\nwant {want}", lines[0]);
+    }
+    Ok(())
+}

@@ -1,0 +1,649 @@
+//! Tools declared in a TOML file (`MCPT_TOOLS_FILE`) instead of written in Rust.
+//!
+//! This module reads and checks the catalog: every mistake stops the worker at start with
+//! one line naming the file, the entry and the field (the binary exits 64, as for a bad
+//! variable). Running a declared command is `catalog/command.rs`. Only `[[command]]`
+//! entries exist; `[[http]]` and `[[upstream]]` are refused as not built yet.
+//!
+//! ```toml
+//! [[command]]
+//! name = "say"
+//! description = "Print the text."
+//! argv = ["printf", "%s", "{text}"]
+//! input_schema = { type = "object", properties = { text = { type = "string" } }, required = ["text"] }
+//! timeout = "30s"
+//! ```
+//!
+//! An `argv` element that is exactly `{name}` becomes that argument's value as one
+//! element; any other brace in an element is a mistake (`{{` and `}}` write a literal
+//! brace), so an argument can never add, split or reinterpret elements.
+
+mod command;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_tasks_shared::config::{WorkerConfig, parse_duration};
+use serde_json::{Value, json};
+
+use self::command::{Command, CommandTool, Part};
+use crate::{Policy, Tool, ToolSpec};
+
+/// The variable naming the catalog file; unset or empty means no catalog.
+pub const ENV_TOOLS_FILE: &str = "MCPT_TOOLS_FILE";
+
+/// Default `max_output`: bytes of stdout (and of stderr) kept, the tail. Stdout appears in
+/// the result twice (text and `structuredContent`), so this stays well under the default
+/// `MCPT_MAX_RESULT_BYTES` (1 MiB).
+pub const DEFAULT_MAX_OUTPUT: usize = 256 << 10;
+
+/// Fields every entry kind takes.
+const COMMON_FIELDS: [&str; 8] = [
+    "name",
+    "description",
+    "input_schema",
+    "policy",
+    "queue",
+    "ttl",
+    "poll_interval",
+    "timeout",
+];
+
+/// Fields only `[[command]]` takes.
+const COMMAND_FIELDS: [&str; 6] = ["argv", "stdin", "cwd", "env", "progress", "max_output"];
+
+/// A mistake in the catalog, as one line: `MCPT_TOOLS_FILE=PATH: WHERE: WHAT`.
+#[derive(Debug, thiserror::Error)]
+#[error("{ENV_TOOLS_FILE}={file}: {what}")]
+pub struct CatalogError {
+    /// The catalog file as given.
+    pub file: String,
+    /// The entry, the field and what is wrong with it.
+    pub what: String,
+}
+
+/// What is wrong with one field of one entry (the entry is added by the caller).
+struct FieldError {
+    field: String,
+    problem: String,
+}
+
+fn bad(field: &str, problem: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.to_owned(),
+        problem: problem.into(),
+    }
+}
+
+/// The tools of the catalog named by `MCPT_TOOLS_FILE`, or none when it is unset.
+///
+/// # Errors
+/// The file cannot be read, is not TOML, or has a mistake (see [`parse`]).
+pub fn from_env(
+    config: &WorkerConfig,
+    builtin: &[Arc<dyn Tool>],
+) -> Result<Vec<Arc<dyn Tool>>, CatalogError> {
+    match std::env::var_os(ENV_TOOLS_FILE) {
+        Some(path) if !path.is_empty() => load(Path::new(&path), config, builtin),
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// The tools of the catalog at `path`; relative `cwd`s are taken from its folder.
+///
+/// # Errors
+/// The file cannot be read, is not TOML, or has a mistake (see [`parse`]).
+pub fn load(
+    path: &Path,
+    config: &WorkerConfig,
+    builtin: &[Arc<dyn Tool>],
+) -> Result<Vec<Arc<dyn Tool>>, CatalogError> {
+    let label = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| CatalogError {
+        file: label.clone(),
+        what: format!("cannot read the file: {e}"),
+    })?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    parse(&label, base, &text, config, builtin)
+}
+
+/// The tools declared by `text` (the file `label`, whose folder is `base`), checked against
+/// the worker's queues and the names of the `builtin` tools.
+///
+/// # Errors
+/// The first mistake: TOML syntax, an unknown kind or field, a field of the wrong type or
+/// value, a duplicate or clashing name, an unserved queue.
+pub fn parse(
+    label: &str,
+    base: &Path,
+    text: &str,
+    config: &WorkerConfig,
+    builtin: &[Arc<dyn Tool>],
+) -> Result<Vec<Arc<dyn Tool>>, CatalogError> {
+    let fail = |what: String| CatalogError {
+        file: label.to_owned(),
+        what,
+    };
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+        let at = line.map(|l| format!(" at line {l}")).unwrap_or_default();
+        fail(format!("not valid TOML{at}: {}", e.message().trim()))
+    })?;
+    let reserved: HashSet<String> = builtin.iter().map(|t| t.spec().tool.name).collect();
+    let mut seen = HashSet::new();
+    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    for (kind, entries) in &table {
+        match kind.as_str() {
+            "command" => {}
+            "http" | "upstream" => {
+                return Err(fail(format!(
+                    "[[{kind}]]: this kind of entry is not built yet (only [[command]] is)"
+                )));
+            }
+            other => {
+                return Err(fail(format!(
+                    "unknown key {other:?} (expected [[command]] entries)"
+                )));
+            }
+        }
+        let Some(entries) = entries.as_array() else {
+            return Err(fail(format!(
+                "{kind}: expected [[{kind}]] tables, found a {}",
+                entries.type_str()
+            )));
+        };
+        for (i, entry) in entries.iter().enumerate() {
+            let place = |name: Option<&str>| match name {
+                Some(n) => format!("[[{kind}]] #{} ({n:?})", i + 1),
+                None => format!("[[{kind}]] #{}", i + 1),
+            };
+            let Some(entry) = entry.as_table() else {
+                return Err(fail(format!("{}: not a table", place(None))));
+            };
+            let name = entry.get("name").and_then(toml::Value::as_str);
+            let tool = command_entry(entry, base, config)
+                .map_err(|e| fail(format!("{}: field {}: {}", place(name), e.field, e.problem)))?;
+            let name = tool.spec.tool.name.clone();
+            let clash = if reserved.contains(&name) {
+                Some("is also the name of a built-in tool (MCPT_TOOLS)")
+            } else if !seen.insert(name.clone()) {
+                Some("is used by an earlier entry")
+            } else {
+                None
+            };
+            if let Some(why) = clash {
+                return Err(fail(format!(
+                    "{}: field name: {name:?} {why}",
+                    place(Some(&name))
+                )));
+            }
+            tools.push(Arc::new(tool));
+        }
+    }
+    Ok(tools)
+}
+
+/// One `[[command]]` entry, checked.
+fn command_entry(
+    entry: &toml::Table,
+    base: &Path,
+    config: &WorkerConfig,
+) -> Result<CommandTool, FieldError> {
+    for key in entry.keys() {
+        if !COMMON_FIELDS.contains(&key.as_str()) && !COMMAND_FIELDS.contains(&key.as_str()) {
+            return Err(bad(
+                key,
+                format!(
+                    "unknown field (expected one of {}, {})",
+                    COMMON_FIELDS.join(", "),
+                    COMMAND_FIELDS.join(", ")
+                ),
+            ));
+        }
+    }
+    let spec = common(entry, config)?;
+    let names = schema_properties(&spec.tool.input_schema);
+
+    let Some(argv) = entry.get("argv") else {
+        return Err(bad(
+            "argv",
+            "missing (a list like [\"printf\", \"%s\", \"{text}\"])",
+        ));
+    };
+    let Some(argv) = argv.as_array().filter(|a| !a.is_empty()) else {
+        return Err(bad("argv", "expected a non-empty list of strings"));
+    };
+    let mut parts = Vec::with_capacity(argv.len());
+    for (i, element) in argv.iter().enumerate() {
+        let Some(s) = element.as_str() else {
+            return Err(bad(
+                "argv",
+                format!("element {i} is a {}, expected a string", element.type_str()),
+            ));
+        };
+        let part = template(s, names.as_ref())
+            .map_err(|why| bad("argv", format!("element {i} {s:?}: {why}")))?;
+        if i == 0 && matches!(part, Part::Arg(_)) {
+            return Err(bad(
+                "argv",
+                "element 0 is the program and must be fixed, not a placeholder",
+            ));
+        }
+        if i == 0 && matches!(&part, Part::Text(p) if p.is_empty()) {
+            return Err(bad("argv", "element 0 (the program) is empty"));
+        }
+        parts.push(part);
+    }
+    let stdin = match entry.get("stdin") {
+        None => None,
+        Some(v) => {
+            let s = v
+                .as_str()
+                .ok_or_else(|| bad("stdin", "expected a string like \"{text}\""))?;
+            Some(template(s, names.as_ref()).map_err(|why| bad("stdin", why))?)
+        }
+    };
+    let cwd = match entry.get("cwd") {
+        None => None,
+        Some(v) => {
+            let s = v
+                .as_str()
+                .ok_or_else(|| bad("cwd", "expected a path string"))?;
+            let dir = base.join(s);
+            if !dir.is_dir() {
+                return Err(bad("cwd", format!("{} is not a directory", dir.display())));
+            }
+            Some(dir)
+        }
+    };
+    let env = match entry.get("env") {
+        None => Vec::new(),
+        Some(v) => string_list(v)
+            .filter(|l| {
+                l.iter()
+                    .all(|n| !n.is_empty() && !n.contains(['=', '\0']) && n != "PATH")
+            })
+            .ok_or_else(|| {
+                bad(
+                    "env",
+                    "expected a list of variable names (no '=', PATH is always passed)",
+                )
+            })?,
+    };
+    let progress = match entry.get("progress") {
+        None => None,
+        Some(v) => {
+            let s = v
+                .as_str()
+                .ok_or_else(|| bad("progress", "expected a regular expression string"))?;
+            Some(regex::Regex::new(s).map_err(|e| {
+                let first = e.to_string();
+                let first = first.lines().last().unwrap_or_default().trim().to_owned();
+                bad(
+                    "progress",
+                    format!("not a valid regular expression: {first}"),
+                )
+            })?)
+        }
+    };
+    let max_output = match entry.get("max_output") {
+        None => DEFAULT_MAX_OUTPUT,
+        Some(v) => v
+            .as_integer()
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| bad("max_output", "expected a positive number of bytes"))?,
+    };
+    let timeout = match entry.get("timeout") {
+        None => None,
+        Some(v) => Some(duration(v, "timeout")?),
+    };
+    Ok(CommandTool {
+        spec,
+        command: Arc::new(Command {
+            argv: parts,
+            stdin,
+            cwd,
+            env,
+            progress,
+            max_output,
+            timeout,
+        }),
+    })
+}
+
+/// The fields every kind takes, as a [`ToolSpec`].
+fn common(entry: &toml::Table, config: &WorkerConfig) -> Result<ToolSpec, FieldError> {
+    let name = match entry.get("name") {
+        None => return Err(bad("name", "missing")),
+        Some(v) => v.as_str().ok_or_else(|| bad("name", "expected a string"))?,
+    };
+    let valid = (1..=128).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+    if !valid {
+        return Err(bad(
+            "name",
+            format!("{name:?}: expected 1 to 128 characters of A-Z a-z 0-9 _ . -"),
+        ));
+    }
+    let description = match entry.get("description") {
+        None => "",
+        Some(v) => v
+            .as_str()
+            .ok_or_else(|| bad("description", "expected a string"))?,
+    };
+    let schema = match entry.get("input_schema") {
+        None => json!({"type": "object"}),
+        Some(v) => {
+            let schema = serde_json::to_value(v)
+                .map_err(|e| bad("input_schema", format!("cannot be read as JSON: {e}")))?;
+            check_schema(&schema).map_err(|why| bad("input_schema", why))?;
+            schema
+        }
+    };
+    let mut spec = ToolSpec::new(name, description, schema);
+    if let Some(v) = entry.get("policy") {
+        spec.policy = match v.as_str() {
+            Some("task") => Policy::Task,
+            Some("auto") => Policy::Auto,
+            Some("sync") => Policy::Sync,
+            Some("task_only") => Policy::TaskOnly,
+            _ => {
+                return Err(bad(
+                    "policy",
+                    format!("{v}: expected \"task\", \"auto\", \"sync\" or \"task_only\""),
+                ));
+            }
+        };
+    }
+    spec.queue = match entry.get("queue") {
+        None => config.queues.first().cloned().unwrap_or(spec.queue),
+        Some(v) => {
+            let q = v
+                .as_str()
+                .ok_or_else(|| bad("queue", "expected a string"))?;
+            if !config.queues.iter().any(|s| s == q) {
+                return Err(bad(
+                    "queue",
+                    format!(
+                        "{q:?} is not served by this worker (MCPT_QUEUES={})",
+                        config.queues.join(",")
+                    ),
+                ));
+            }
+            q.to_owned()
+        }
+    };
+    if let Some(v) = entry.get("ttl") {
+        spec.ttl = Some(duration(v, "ttl")?.0);
+    }
+    if let Some(v) = entry.get("poll_interval") {
+        spec.poll_interval = Some(duration(v, "poll_interval")?.0);
+    }
+    Ok(spec)
+}
+
+/// A positive duration like `30s`, and the text it was written as.
+fn duration(v: &toml::Value, field: &str) -> Result<(Duration, String), FieldError> {
+    v.as_str()
+        .and_then(|s| {
+            parse_duration(s.trim())
+                .filter(|d| !d.is_zero())
+                .map(|d| (d, s.trim().to_owned()))
+        })
+        .ok_or_else(|| {
+            bad(
+                field,
+                format!("{v}: expected a duration like \"250ms\", \"30s\", \"5m\", \"1h\""),
+            )
+        })
+}
+
+fn string_list(v: &toml::Value) -> Option<Vec<String>> {
+    v.as_array()?
+        .iter()
+        .map(|x| x.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The JSON Schema root the gateway can use: an object schema with well-formed
+/// `properties` and `required`. (The validator in `shared::schema` has no separate
+/// compile step; it never fails on a schema, it ignores what it does not support.)
+fn check_schema(schema: &Value) -> Result<(), String> {
+    let Some(obj) = schema.as_object() else {
+        return Err("expected a table (a JSON Schema object)".to_owned());
+    };
+    if obj.get("type") != Some(&json!("object")) {
+        return Err("the root must have type = \"object\"".to_owned());
+    }
+    if let Some(p) = obj.get("properties")
+        && !p
+            .as_object()
+            .is_some_and(|m| m.values().all(Value::is_object))
+    {
+        return Err("properties must be a table of schema tables".to_owned());
+    }
+    if let Some(r) = obj.get("required")
+        && !r.as_array().is_some_and(|a| a.iter().all(Value::is_string))
+    {
+        return Err("required must be a list of property names".to_owned());
+    }
+    Ok(())
+}
+
+/// The declared property names, when the schema lists `properties`.
+fn schema_properties(schema: &Value) -> Option<HashSet<String>> {
+    schema
+        .get("properties")?
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+}
+
+/// An element: exactly `{name}` is a placeholder; otherwise literal text in which `{{`
+/// and `}}` stand for one brace and any other brace is refused.
+fn template(s: &str, names: Option<&HashSet<String>>) -> Result<Part, String> {
+    if let Some(name) = s.strip_prefix('{').and_then(|r| r.strip_suffix('}'))
+        && !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
+    {
+        if let Some(names) = names
+            && !names.contains(name)
+        {
+            return Err(format!(
+                "placeholder {{{name}}} names no property of input_schema"
+            ));
+        }
+        return Ok(Part::Arg(name.to_owned()));
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '{' | '}' if chars.peek() == Some(&c) => {
+                chars.next();
+                out.push(c);
+            }
+            '{' | '}' => {
+                return Err("a placeholder must be a whole element like \"{text}\" \
+                     (write {{ or }} for a literal brace)"
+                    .to_owned());
+            }
+            _ => out.push(c),
+        }
+    }
+    Ok(Part::Text(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn config() -> WorkerConfig {
+        let env: HashMap<&str, &str> = HashMap::from([("MCPT_QUEUES", "default,slow")]);
+        WorkerConfig::from_source(&env).expect("config")
+    }
+
+    fn check(text: &str) -> Result<Vec<Arc<dyn Tool>>, String> {
+        let builtin = crate::tools::packs(&["demo".to_owned()]);
+        parse("t.toml", Path::new("."), text, &config(), &builtin).map_err(|e| e.to_string())
+    }
+
+    fn refused(text: &str) -> String {
+        match check(text) {
+            Ok(_) => panic!("accepted: {text}"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn a_full_entry_becomes_a_tool_spec() {
+        let tools = check(
+            r#"
+            [[command]]
+            name = "say"
+            description = "Print it."
+            argv = ["printf", "%s{{}}", "{text}"]
+            stdin = "{text}"
+            input_schema = { type = "object", properties = { text = { type = "string" } } }
+            policy = "auto"
+            queue = "slow"
+            ttl = "1h"
+            poll_interval = "250ms"
+            timeout = "30s"
+            env = ["HOME"]
+            progress = "^step (.*)$"
+            max_output = 4096
+            "#,
+        )
+        .expect("valid");
+        let spec = tools[0].spec();
+        assert_eq!(spec.tool.name, "say");
+        assert_eq!(spec.policy, Policy::Auto);
+        assert_eq!(spec.queue, "slow");
+        assert_eq!(spec.ttl, Some(Duration::from_secs(3600)));
+        assert_eq!(spec.poll_interval, Some(Duration::from_millis(250)));
+        assert_eq!(
+            spec.tool.input_schema["properties"]["text"]["type"],
+            "string"
+        );
+    }
+
+    #[test]
+    fn defaults_apply() {
+        let tools = check("[[command]]\nname = \"x\"\nargv = [\"true\"]\n").expect("valid");
+        let spec = tools[0].spec();
+        assert_eq!(spec.policy, Policy::Task);
+        assert_eq!(spec.queue, "default");
+        assert_eq!(spec.tool.input_schema, json!({"type": "object"}));
+    }
+
+    #[test]
+    fn each_mistake_names_file_entry_and_field() {
+        let cases = [
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nshell = true\n",
+                "t.toml: [[command]] #1 (\"a\"): field shell: unknown field (expected one of name,",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"echo\", \"{text} extra\"]\n",
+                "[[command]] #1 (\"a\"): field argv: element 1 \"{text} extra\": a placeholder must be a whole element",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\n[[command]]\nname = \"a\"\nargv = [\"y\"]\n",
+                "[[command]] #2 (\"a\"): field name: \"a\" is used by an earlier entry",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\ntimeout = \"ten\"\n",
+                "[[command]] #1 (\"a\"): field timeout: \"ten\": expected a duration",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nqueue = \"gpu\"\n",
+                "[[command]] #1 (\"a\"): field queue: \"gpu\" is not served by this worker (MCPT_QUEUES=default,slow)",
+            ),
+            (
+                "[[command]]\nname = \"echo\"\nargv = [\"x\"]\n",
+                "field name: \"echo\" is also the name of a built-in tool",
+            ),
+            (
+                "[[command]]\nargv = [\"x\"]\n",
+                "[[command]] #1: field name: missing",
+            ),
+            (
+                "[[command]]\nname = \"a b\"\nargv = [\"x\"]\n",
+                "field name: \"a b\": expected 1 to 128 characters",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"{prog}\"]\n",
+                "field argv: element 0 is the program and must be fixed",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\", \"{txt}\"]\ninput_schema = { type = \"object\", properties = { text = { type = \"string\" } } }\n",
+                "field argv: element 1 \"{txt}\": placeholder {txt} names no property of input_schema",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\ninput_schema = { type = \"array\" }\n",
+                "field input_schema: the root must have type = \"object\"",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\npolicy = \"later\"\n",
+                "field policy: \"later\": expected",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nprogress = \"(\"\n",
+                "field progress: not a valid regular expression",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\ncwd = \"/nonexistent/dir\"\n",
+                "field cwd: /nonexistent/dir is not a directory",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = []\n",
+                "field argv: expected a non-empty list of strings",
+            ),
+            (
+                "[[http]]\nname = \"a\"\n",
+                "t.toml: [[http]]: this kind of entry is not built yet",
+            ),
+            (
+                "[[upstream]]\nname = \"a\"\n",
+                "[[upstream]]: this kind of entry is not built yet",
+            ),
+            (
+                "name = \"a\"\n",
+                "unknown key \"name\" (expected [[command]] entries)",
+            ),
+            ("[[command]\n", "not valid TOML at line 1"),
+        ];
+        for (text, want) in cases {
+            let got = refused(text);
+            assert!(
+                got.contains(want),
+                "for {text:?}\n got: {got}\nwant: {want}"
+            );
+            assert!(got.starts_with("MCPT_TOOLS_FILE=t.toml: "), "{got}");
+            assert_eq!(got.lines().count(), 1, "one line: {got}");
+        }
+    }
+
+    #[test]
+    fn literal_braces_are_escaped_and_placeholders_are_whole_elements() {
+        let names = None;
+        assert!(matches!(template("{a}", names), Ok(Part::Arg(n)) if n == "a"));
+        assert!(matches!(template("{{a}}", names), Ok(Part::Text(t)) if t == "{a}"));
+        assert!(template("x{a}", names).is_err());
+        assert!(template("{a}{b}", names).is_err());
+        assert!(template("{}", names).is_err());
+        assert!(template("{a b}", names).is_err());
+        assert!(matches!(template("%s", names), Ok(Part::Text(t)) if t == "%s"));
+    }
+}
