@@ -73,6 +73,9 @@ async fn a_watcher_that_falls_behind_is_told_to_resync() {
     let stop = CancellationToken::new();
     let hub = EventHub::start(&store, stop.clone());
     let mut watch = hub.watch("tsk_lag").await.unwrap();
+    // Messages arrive on one connection in order: once this one's event is here, every
+    // earlier one was dispatched, so reading starts only after the buffer overflowed.
+    let mut sentinel = hub.watch("tsk_sentinel").await.unwrap();
     let channel = "mcpt:events:{tsk_lag}";
     let mut pipe = String::new();
     for v in 1..=200 {
@@ -90,7 +93,14 @@ async fn a_watcher_that_falls_behind_is_told_to_resync() {
     drop(cli.stdin.take());
     assert!(cli.wait().unwrap().success());
     redis.publish(channel, r#"["status","completed","ver","201"]"#);
-    // Everything was published before we read anything.
+    redis.publish(
+        "mcpt:events:{tsk_sentinel}",
+        r#"["status","working","ver","1"]"#,
+    );
+    tokio::time::timeout(Duration::from_secs(5), sentinel.recv())
+        .await
+        .expect("the sentinel event arrives");
+    // Everything was dispatched before we read anything.
     let mut saw_resync = false;
     let mut last_version = 0;
     while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_secs(2), watch.recv()).await {
@@ -132,5 +142,56 @@ async fn events_after_watch_arrive_in_order() {
             other => panic!("expected version {v}, got {other:?}"),
         }
     }
+    stop.cancel();
+}
+
+impl Redis {
+    fn channels(&self) -> usize {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string(), "PUBSUB", "CHANNELS", "*"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .count()
+    }
+}
+
+/// A watch whose caller goes away before it is confirmed (a run that ends first, a client
+/// that leaves) leaves no subscription behind; neither does a dropped watch, while a kept
+/// one stays subscribed.
+#[tokio::test]
+async fn abandoned_and_dropped_watches_leave_no_subscription() {
+    let redis = Redis::start();
+    let store = Store::connect(&format!("redis://127.0.0.1:{}", redis.port))
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let hub = EventHub::start(&store, stop.clone());
+    let kept = hub.watch("tsk_kept").await.unwrap();
+    for i in 0..200 {
+        let id = format!("tsk_abandoned_{i}");
+        // Polled once (the command is sent), then dropped before the confirmation.
+        let mut watch = std::pin::pin!(hub.watch(&id));
+        let first = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(std::future::Future::poll(watch.as_mut(), cx).is_ready())
+        })
+        .await;
+        assert!(!first, "confirmed without waiting for redis");
+    }
+    for i in 0..50 {
+        drop(hub.watch(&format!("tsk_dropped_{i}")).await.unwrap());
+    }
+    let mut left = usize::MAX;
+    for _ in 0..200 {
+        left = redis.channels();
+        if left == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(left, 1, "only the kept watch's channel stays subscribed");
+    drop(kept);
     stop.cancel();
 }

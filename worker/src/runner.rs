@@ -37,6 +37,9 @@ const WATCH_AFTER: Duration = Duration::from_millis(20);
 /// How long a fresh job runs before it takes its fence (see `run_job`).
 const START_AFTER: Duration = Duration::from_millis(20);
 
+/// The oldest entry (ms since its task was created) that may run before its start script.
+const YOUNG_MS: i64 = 100;
+
 /// How often a running job's task is re-read without events (expiry publishes nothing).
 const RECHECK_EVERY: Duration = Duration::from_secs(10);
 
@@ -297,15 +300,18 @@ impl Runner {
             slots: self.slots.clone(),
             parked,
             queue: d.queue.clone(),
-            owner: job.owner.clone(),
+            owner: d.owner.clone(),
             max_inputs: self.max_input_requests,
         });
         let mut call = std::pin::pin!(tool.call(ctx, job.args.clone()));
         // A fresh job runs before it takes its fence: most runs end within START_AFTER,
         // and their finish script makes the start's checks itself (saving a script and a
         // round trip per task). A longer run, or any write it makes, starts it.
+        // Only a young entry: one that waited in the queue may have been cancelled or have
+        // expired meanwhile, and must not run before the start script has looked.
+        let young = entry_millis(&d.entry).is_some_and(|c| now_millis() - c <= YOUNG_MS);
         let mut early = None;
-        if d.fresh {
+        if d.fresh && young {
             tokio::select! {
                 r = &mut call => early = Some(r),
                 () = tokio::time::sleep(START_AFTER) => {}
@@ -324,8 +330,12 @@ impl Runner {
                     self.hub.clone(),
                     (d.task_id.clone(), d.owner.clone()),
                     fence,
-                    // A fresh run already waited START_AFTER unwatched.
-                    if d.fresh { Duration::ZERO } else { WATCH_AFTER },
+                    // An optimistic run already waited START_AFTER unwatched.
+                    if d.fresh && young {
+                        Duration::ZERO
+                    } else {
+                        WATCH_AFTER
+                    },
                     latest_tx,
                     stop.clone(),
                 )));

@@ -39,9 +39,10 @@ const PING_EVERY: Duration = Duration::from_secs(10);
 enum Cmd {
     Watch {
         task: String,
+        sub: u64,
         tx: mpsc::Sender<TaskEvent>,
         lag: Arc<Lag>,
-        done: oneshot::Sender<StoreResult<u64>>,
+        done: oneshot::Sender<StoreResult<()>>,
     },
     Unwatch {
         task: String,
@@ -67,6 +68,28 @@ impl Lag {
 #[derive(Clone, Debug)]
 pub struct EventHub {
     cmd: mpsc::UnboundedSender<Cmd>,
+    /// Watch ids are chosen here, so a watch abandoned before its confirmation can still
+    /// be taken back (see [`Pending`]).
+    next_sub: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// A watch sent to the hub and not yet confirmed: if the caller goes away meanwhile (its
+/// future dropped), this takes it back, so no subscription outlives its watcher.
+struct Pending {
+    cmd: mpsc::UnboundedSender<Cmd>,
+    task: Option<String>,
+    sub: u64,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            let _ = self.cmd.send(Cmd::Unwatch {
+                task,
+                sub: self.sub,
+            });
+        }
+    }
 }
 
 /// A subscription to one task's events; unsubscribes on drop.
@@ -115,7 +138,10 @@ impl EventHub {
         let (tx, rx) = mpsc::unbounded_channel();
         let client = store.client().clone();
         tokio::spawn(run(client, rx, shutdown));
-        EventHub { cmd: tx }
+        EventHub {
+            cmd: tx,
+            next_sub: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        }
     }
 
     /// Subscribe to `task_id`'s events; returns once Redis confirmed the subscription.
@@ -127,19 +153,28 @@ impl EventHub {
         let lag = Arc::new(Lag::default());
         let (done, confirmed) = oneshot::channel();
         let stopped = || StoreError::Corrupt("event hub stopped".into());
+        let sub = self.next_sub.fetch_add(1, Ordering::Relaxed) + 1;
         self.cmd
             .send(Cmd::Watch {
                 task: task_id.to_owned(),
+                sub,
                 tx,
                 lag: lag.clone(),
                 done,
             })
             .map_err(|_| stopped())?;
-        let sub = confirmed.await.map_err(|_| stopped())??;
+        // From here until the Watch exists, dropping this future unwatches.
+        let mut pending = Pending {
+            cmd: self.cmd.clone(),
+            task: Some(task_id.to_owned()),
+            sub,
+        };
+        confirmed.await.map_err(|_| stopped())??;
+        let task = pending.task.take().unwrap_or_default();
         Ok(Watch {
             rx,
             lag,
-            task: task_id.to_owned(),
+            task,
             sub,
             cmd: self.cmd.clone(),
         })
@@ -173,7 +208,6 @@ async fn run(
     shutdown: CancellationToken,
 ) {
     let mut table: Table = HashMap::new();
-    let mut next_sub = 0u64;
     let mut backoff = Duration::from_millis(50);
     let mut first = true;
     loop {
@@ -256,7 +290,7 @@ async fn run(
                             Err(_) => break,
                         }
                     }
-                    if !apply(&mut table, &mut sink, batch, &mut next_sub).await {
+                    if !apply(&mut table, &mut sink, batch).await {
                         break;
                     }
                 }
@@ -278,12 +312,7 @@ const MAX_BATCH: usize = 512;
 /// Apply a batch of watch/unwatch commands: change the table, subscribe the channels that
 /// gained their first watcher and unsubscribe those that lost their last, each set in one
 /// command, then confirm the watches. `false` when the connection must be replaced.
-async fn apply(
-    table: &mut Table,
-    sink: &mut redis::aio::PubSubSink,
-    batch: Vec<Cmd>,
-    next_sub: &mut u64,
-) -> bool {
+async fn apply(table: &mut Table, sink: &mut redis::aio::PubSubSink, batch: Vec<Cmd>) -> bool {
     let before: std::collections::HashSet<String> = batch
         .iter()
         .map(|c| match c {
@@ -297,18 +326,17 @@ async fn apply(
         match cmd {
             Cmd::Watch {
                 task,
+                sub,
                 tx,
                 lag,
                 done,
             } => {
                 let channel = keys::events_channel(&task);
-                *next_sub += 1;
-                table.entry(channel.clone()).or_default().push(Subscriber {
-                    sub: *next_sub,
-                    tx,
-                    lag,
-                });
-                confirms.push((done, *next_sub, channel.clone()));
+                table
+                    .entry(channel.clone())
+                    .or_default()
+                    .push(Subscriber { sub, tx, lag });
+                confirms.push((done, sub, channel.clone()));
                 touched.push(channel);
             }
             Cmd::Unwatch { task, sub } => {
@@ -349,13 +377,13 @@ async fn apply(
         )
     {
         tracing::warn!("unsubscribe failed; reconnecting");
-        for (done, sub, _) in confirms {
-            let _ = done.send(Ok(sub));
+        for (done, _, _) in confirms {
+            let _ = done.send(Ok(()));
         }
         return false;
     }
-    for (done, sub, _) in confirms {
-        let _ = done.send(Ok(sub));
+    for (done, _, _) in confirms {
+        let _ = done.send(Ok(()));
     }
     true
 }

@@ -515,6 +515,7 @@ impl Store {
                 .key(keys::task_key(id, owner))
                 .arg(keys::events_channel(id))
                 .arg(owner)
+                .arg(keys::GROUP)
                 .invoke_async(&mut con)
                 .await?,
         )?;
@@ -949,13 +950,20 @@ impl JobReader {
 
 fn delivery(queue: &str, entry: redis::streams::StreamId, fresh: bool) -> Delivery {
     let task_id: String = entry.get("task").unwrap_or_default();
-    let owner: String = entry
-        .get("owner")
-        .unwrap_or_else(|| crate::protocol::meta::ANONYMOUS_OWNER.to_owned());
+    let stream_owner: Option<String> = entry.get("owner");
     let job = entry
         .get::<String>("job")
         .ok_or_else(|| "job entry has no job field".to_owned())
         .and_then(|j| serde_json::from_str(&j).map_err(|e| format!("undecodable job: {e}")));
+    // Entries written before the owner had its own field carry it in the job only.
+    let owner = stream_owner
+        .or_else(|| {
+            job.as_ref()
+                .ok()
+                .map(|j: &Job| j.owner.clone())
+                .filter(|o| !o.is_empty())
+        })
+        .unwrap_or_else(|| crate::protocol::meta::ANONYMOUS_OWNER.to_owned());
     Delivery {
         queue: queue.to_owned(),
         entry: entry.id,

@@ -386,3 +386,54 @@ async fn catalog_with_mistakes_is_refused_at_start() -> Result<()> {
     }
     Ok(())
 }
+
+/// T-36: a task cancelled while its job waited in the queue never runs, even on a worker
+/// that runs young jobs before taking their fence: its command's side effect (a file)
+/// never happens.
+#[tokio::test(flavor = "multi_thread")]
+async fn task_cancelled_while_queued_never_runs() -> Result<()> {
+    let marker = std::env::temp_dir().join(format!("mcpt-ran-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    let path = catalog(&format!(
+        r#"
+        [[command]]
+        name = "touch_marker"
+        argv = ["touch", "{}"]
+        "#,
+        marker.display()
+    ))?;
+    let redis = RedisServer::start()?;
+    let env = [("MCPT_TOOLS_FILE", path.display().to_string())];
+    let mut first = Worker::start(&redis.url(), &env)?;
+    let gateway = Gateway::start(&redis.url(), &[])?;
+    let client = gateway.client();
+    poll_until(WITHIN, || async {
+        let r = client
+            .request("tools/list", json!({}), &caps_none())
+            .await
+            .ok()?;
+        r.body["result"]["tools"]
+            .as_array()?
+            .iter()
+            .any(|t| t["name"] == "touch_marker")
+            .then_some(())
+    })
+    .await?;
+    // No worker while the job waits (its advertisement is still fresh).
+    first.process.terminate(Duration::from_secs(20))?;
+    let id = client.start_task("touch_marker", json!({})).await?;
+    let r = client.cancel(&id).await?;
+    assert!(r.body.get("error").is_none(), "{}", r.body);
+    client.wait_status(&id, "cancelled", WITHIN).await?;
+    let _second = Worker::start(&redis.url(), &env)?;
+    // The job is taken and dropped: the queue drains.
+    poll_until(WITHIN, || async {
+        let len = redis.cli(&["XLEN", "mcpt:queue:{default}"]).ok()?;
+        (len.trim() == "0").then_some(())
+    })
+    .await
+    .context("the cancelled job was never taken off the queue")?;
+    assert!(!marker.exists(), "the cancelled task's command ran");
+    assert_eq!(client.get(&id).await?["status"], "cancelled");
+    Ok(())
+}

@@ -2,9 +2,9 @@
 -- cancelled at once; a running one is flagged and its worker stops it (T-36, T-37).
 -- Terminal tasks do not change.
 -- KEYS[1] task hash
--- ARGV[1] channel  ARGV[2] owner
+-- ARGV[1] channel  ARGV[2] owner  ARGV[3] consumer group
 -- Returns: {'ok'} | {'ok', tool} when this script ended the task | {'notfound'}
-local st = redis.call('HMGET', KEYS[1], 'status', 'owner', 'fence', 'cancel', 'updated', 'created', 'ttl', 'tool')
+local st = redis.call('HMGET', KEYS[1], 'status', 'owner', 'fence', 'cancel', 'updated', 'created', 'ttl', 'tool', 'stream', 'entry')
 if not st[1] or st[2] ~= ARGV[2] then return {'notfound'} end
 if is_terminal(st[1]) then return {'ok'} end
 if past_ttl(st[6], st[7]) then
@@ -15,6 +15,12 @@ if not st[3] or st[1] == 'input_required' then
   redis.call('HSET', KEYS[1], 'status', 'cancelled', 'msg', 'Cancelled by request', 'pending', 0)
   touch(KEYS[1], st[5])
   publish(KEYS[1], ARGV[1])
+  if not st[3] and st[9] and st[10] then
+    -- Never started: take the job off its queue, so no worker runs it at all (a worker
+    -- may run a young job before its start script; it would find nothing to read).
+    redis.call('XACK', st[9], ARGV[3], st[10])
+    redis.call('XDEL', st[9], st[10])
+  end
   return {'ok', st[8] or ''}
 elseif st[4] ~= '1' then
   -- Not an observable change (no version bump): only the worker acts on it.

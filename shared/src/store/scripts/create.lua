@@ -26,8 +26,11 @@ end
 local entry = redis.call('XADD', KEYS[2], '*', 'task', ARGV[1], 'owner', ARGV[4], 'job', ARGV[7])
 local now_n = tonumber(string.match(entry, '^(%d+)'))
 local now = string.format('%d', now_n)
+-- The job's stream and entry are kept so a cancel before any start can take the job off
+-- the queue (cancel.lua).
 redis.call('HSET', KEYS[1], 'status', 'working', 'created', now, 'updated', now,
-  'ttl', ARGV[2], 'poll', ARGV[3], 'ver', 1, 'owner', ARGV[4], 'tool', ARGV[5], 'queue', ARGV[6])
+  'ttl', ARGV[2], 'poll', ARGV[3], 'ver', 1, 'owner', ARGV[4], 'tool', ARGV[5], 'queue', ARGV[6],
+  'stream', KEYS[2], 'entry', entry)
 if ARGV[2] ~= '' then
   redis.call('PEXPIREAT', KEYS[1], now_n + tonumber(ARGV[2]) + tonumber(ARGV[8]))
 end

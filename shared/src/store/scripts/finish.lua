@@ -27,8 +27,14 @@ end
 -- already ended it above.
 if (task.fence or '0') ~= ARGV[4] then return {'fenced'} end
 local changes = {status = ARGV[5], pending = '0'}
-if ARGV[6] ~= '' then changes[ARGV[6]] = ARGV[7] end
-if ARGV[8] ~= '' then changes.msg = ARGV[8] end
+if task.cancel == '1' and ARGV[5] ~= 'cancelled' then
+  -- The cancel was acknowledged before this run noticed it: cancellation wins, the
+  -- result is not kept.
+  changes = {status = 'cancelled', pending = '0', msg = 'Cancelled by request'}
+else
+  if ARGV[6] ~= '' then changes[ARGV[6]] = ARGV[7] end
+  if ARGV[8] ~= '' then changes.msg = ARGV[8] end
+end
 commit(KEYS[1], ARGV[1], task, changes, true)
 ack(KEYS[2], ARGV[2], ARGV[3])
 return {'ok'}

@@ -4,8 +4,9 @@
 -- ARGV[5] most deliveries: the fence counts starts, so a job whose runs keep being
 --         interrupted (its worker dies) ends failed instead of looping forever.
 -- ARGV[6] the JSON-RPC error code it then fails with
--- ARGV[7] the worker's clock (ms): a task already past its TTL is not started. The finish
---         script decides by Redis' clock; this only saves a run (and a TIME call here).
+-- ARGV[7] the worker's clock (ms): only when it says the TTL has passed is Redis' clock
+--         read (TIME) to confirm, so the usual path needs no TIME and a worker clock ahead
+--         of Redis' fails nothing early.
 -- Returns: {'run', fence, deadline ms ('' = none)} | {'skip', reason}  (skipped entries are acknowledged and deleted)
 -- The usual path is one HMGET and one HSET: starting is not an observable change.
 local st = redis.call('HMGET', KEYS[1], 'status', 'cancel', 'updated', 'created', 'ttl', 'handovers', 'fence')
@@ -17,7 +18,8 @@ if is_terminal(st[1]) then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'skip', st[1]}
 end
-if st[5] and st[5] ~= '' and tonumber(ARGV[7]) >= tonumber(st[4]) + tonumber(st[5]) then
+if st[5] and st[5] ~= '' and tonumber(ARGV[7]) >= tonumber(st[4]) + tonumber(st[5])
+    and past_ttl(st[4], st[5]) then
   expire(KEYS[1], ARGV[1], st[4], st[5], st[3])
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'skip', 'expired'}
