@@ -341,6 +341,15 @@ impl Drop for Group {
         let (pgid, mut child) = (self.pgid, self.child.take());
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
+                // SIGTERM now, synchronously: when the worker itself is exiting (the end of
+                // its shutdown grace drops the handlers), the background follow-up below may
+                // never run, and the group must not outlive it unsignalled.
+                let _ = std::process::Command::new("kill")
+                    .args(["-TERM", "--", &format!("-{pgid}")])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
                 rt.spawn(async move { end_group(pgid, child.as_mut()).await });
             }
             Err(_) => {
