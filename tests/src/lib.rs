@@ -181,11 +181,12 @@ impl RedisServer {
     pub fn task_key(&self, task_id: &str) -> Result<String> {
         let pattern = format!("mcpt:task:{{{task_id}}}:*");
         let found = self.cli(&["--scan", "--pattern", &pattern])?;
-        Ok(found
-            .lines()
-            .next()
-            .map(str::to_owned)
-            .unwrap_or_else(|| format!("mcpt:task:{{{task_id}}}:anonymous")))
+        Ok(found.lines().next().map(str::to_owned).unwrap_or_else(|| {
+            mcp_tasks_shared::store::keys::task_key(
+                task_id,
+                mcp_tasks_shared::protocol::meta::ANONYMOUS_OWNER,
+            )
+        }))
     }
 
     /// Kill the server (SIGKILL).
@@ -299,6 +300,35 @@ impl Process {
             self.name,
             self.log_text()
         )
+    }
+
+    /// For a process that must refuse to start: wait (up to 20 s) for it to exit, check it
+    /// exited 64 with exactly one non-empty line on stderr and nothing starting with
+    /// `listening on` on stdout, and return that line.
+    pub fn usage_error(&mut self) -> Result<String> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = self.child.try_wait()? {
+                break s;
+            }
+            if Instant::now() > deadline {
+                bail!("{} kept running; log:\n{}", self.name, self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut out = String::new();
+        if let Some(mut stdout) = self.child.stdout.take() {
+            std::io::Read::read_to_string(&mut stdout, &mut out)?;
+        }
+        let log = self.log_text();
+        let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+        if status.code() != Some(64) || lines.len() != 1 || out.contains("listening on") {
+            bail!(
+                "{} should exit 64 with one stderr line and no listening line; got {status}, stderr {log:?}, stdout {out:?}",
+                self.name
+            );
+        }
+        Ok(lines[0].to_owned())
     }
 
     /// What the process wrote to stderr so far.
@@ -444,18 +474,9 @@ impl TestContext {
         Ok(ctx)
     }
 
-    /// Wait until the first gateway lists the workers' tools.
+    /// Wait until the first gateway lists the workers' tools (they advertise all at once).
     pub async fn wait_for_tools(&self) -> Result<()> {
-        let client = self.client();
-        poll_until(Duration::from_secs(20), || async {
-            let r = client
-                .request("tools/list", json!({}), &caps_none())
-                .await
-                .ok()?;
-            (r.body["result"]["tools"].as_array()?.len() >= 4).then_some(())
-        })
-        .await
-        .context("tools never appeared in tools/list")
+        self.client().wait_for_tool("sleep").await
     }
 
     /// A client of the first gateway.
@@ -558,6 +579,23 @@ impl Client {
             http: HyperClient::builder(TokioExecutor::new()).build_http(),
             token: None,
         }
+    }
+
+    /// Wait (up to 20 s) until `tools/list` names `tool`: a worker offering it advertised.
+    pub async fn wait_for_tool(&self, tool: &str) -> Result<()> {
+        poll_until(Duration::from_secs(20), || async {
+            let r = self
+                .request("tools/list", json!({}), &caps_none())
+                .await
+                .ok()?;
+            r.body["result"]["tools"]
+                .as_array()?
+                .iter()
+                .any(|t| t["name"] == tool)
+                .then_some(())
+        })
+        .await
+        .with_context(|| format!("{tool} never appeared in tools/list"))
     }
 
     /// The same client, authenticating with bearer `token`.

@@ -887,7 +887,10 @@ async fn read_hashes(con: &ConnectionManager, ids: &[String]) -> Option<Vec<Hash
     let mut pipe = redis::pipe();
     for id in ids {
         pipe.cmd("HMGET")
-            .arg(format!("mcpt:task:{{{id}}}:anonymous"))
+            .arg(mcp_tasks_shared::store::keys::task_key(
+                id,
+                mcp_tasks_shared::protocol::meta::ANONYMOUS_OWNER,
+            ))
             .arg("status")
             .arg("fence")
             .arg("worker")

@@ -69,14 +69,7 @@ async fn another_principals_task_answers_like_an_unknown_id() -> Result<()> {
     let _worker = Worker::start(&redis.url(), &env)?;
     let alice = gateway.client().with_token(ALICE);
     let bob = gateway.client().with_token(BOB);
-    poll_until(Duration::from_secs(20), || async {
-        let r = alice
-            .request("tools/list", json!({}), &caps_tasks())
-            .await
-            .ok()?;
-        (r.body["result"]["tools"].as_array()?.len() >= 4).then_some(())
-    })
-    .await?;
+    alice.wait_for_tool("sleep").await?;
 
     let id = alice
         .start_task("ask", json!({"question": "colour?"}))
@@ -239,14 +232,7 @@ async fn jwts_are_checked_and_subjects_are_isolated() -> Result<()> {
     let base = gateway.client();
     let carol = base.with_token(&issuer.token("carol", "mcp-tasks-test", 600));
     let dave = base.with_token(&issuer.token("dave", "mcp-tasks-test", 600));
-    poll_until(Duration::from_secs(20), || async {
-        let r = carol
-            .request("tools/list", json!({}), &caps_tasks())
-            .await
-            .ok()?;
-        (r.body["result"]["tools"].as_array()?.len() >= 4).then_some(())
-    })
-    .await?;
+    carol.wait_for_tool("sleep").await?;
     let id = carol.start_task("sleep", json!({"ms": 0})).await?;
     carol
         .wait_status(&id, "completed", Duration::from_secs(20))
@@ -291,14 +277,7 @@ async fn per_principal_limits_trip_and_recover() -> Result<()> {
     let _worker = Worker::start(&redis.url(), &[])?;
     let alice = gateway.client().with_token(ALICE);
     let bob = gateway.client().with_token(BOB);
-    poll_until(Duration::from_secs(20), || async {
-        let r = alice
-            .request("tools/list", json!({}), &caps_tasks())
-            .await
-            .ok()?;
-        (r.body["result"]["tools"].as_array()?.len() >= 4).then_some(())
-    })
-    .await?;
+    alice.wait_for_tool("sleep").await?;
 
     // Two parked tasks hold Alice's two unfinished slots.
     let a1 = alice.start_task("ask", json!({"question": "1"})).await?;
@@ -375,14 +354,7 @@ async fn oversized_arguments_results_and_listens_are_refused() -> Result<()> {
         &[("MCPT_MAX_RESULT_BYTES", "2048".to_owned())],
     )?;
     let ctx_client = gateway.client();
-    poll_until(Duration::from_secs(20), || async {
-        let r = ctx_client
-            .request("tools/list", json!({}), &caps_tasks())
-            .await
-            .ok()?;
-        (r.body["result"]["tools"].as_array()?.len() >= 4).then_some(())
-    })
-    .await?;
+    ctx_client.wait_for_tool("sleep").await?;
     let big = "x".repeat(5000);
     let r = ctx_client
         .call("echo", json!({"text": big}), &caps_tasks())
@@ -433,11 +405,8 @@ async fn open_address_without_auth_is_refused_unless_allowed() -> Result<()> {
             ("MCPT_LISTEN_ADDR", "0.0.0.0:0".to_owned()),
         ],
     )?;
-    let status = refused.child().wait()?;
-    assert_eq!(status.code(), Some(64));
-    let log = refused.log_text();
-    assert_eq!(log.lines().count(), 1, "{log}");
-    assert!(log.contains("MCPT_AUTH_ALLOW_ANONYMOUS=1"), "{log}");
+    let line = refused.usage_error()?;
+    assert!(line.contains("MCPT_AUTH_ALLOW_ANONYMOUS=1"), "{line}");
     let allowed = Gateway::start(
         &redis.url(),
         &[
@@ -463,16 +432,8 @@ async fn unreadable_token_file_exits_64_before_listening() -> Result<()> {
             ("MCPT_AUTH_TOKENS_FILE", "/nonexistent/tokens".to_owned()),
         ],
     )?;
-    let status = gateway.child().wait()?;
-    assert_eq!(status.code(), Some(64));
-    let mut out = String::new();
-    if let Some(mut stdout) = gateway.child().stdout.take() {
-        std::io::Read::read_to_string(&mut stdout, &mut out)?;
-    }
-    assert!(!out.contains("listening on"), "{out}");
-    let log = gateway.log_text();
-    assert_eq!(log.lines().count(), 1, "{log}");
-    assert!(log.contains("/nonexistent/tokens"), "{log}");
+    let line = gateway.usage_error()?;
+    assert!(line.contains("/nonexistent/tokens"), "{line}");
     Ok(())
 }
 

@@ -176,7 +176,7 @@ fn redis_state(ctx: &TestContext) -> Result<RedisState> {
     let tasks = keys.lines().filter(|l| !l.trim().is_empty()).count();
     let queued = ctx
         .redis
-        .cli(&["XLEN", "mcpt:queue:{default}"])?
+        .cli(&["XLEN", &mcp_tasks_shared::store::keys::queue_key("default")])?
         .trim()
         .parse()
         .context("XLEN did not answer an integer")?;

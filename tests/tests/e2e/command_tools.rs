@@ -47,19 +47,7 @@ async fn start(
     let worker = Worker::start(&redis.url(), &env)?;
     let gateway = Gateway::start(&redis.url(), gateway_env)?;
     let client = gateway.client();
-    poll_until(WITHIN, || async {
-        let r = client
-            .request("tools/list", json!({}), &caps_none())
-            .await
-            .ok()?;
-        r.body["result"]["tools"]
-            .as_array()?
-            .iter()
-            .any(|t| t["name"] == wanted)
-            .then_some(())
-    })
-    .await
-    .with_context(|| format!("{wanted} never appeared in tools/list"))?;
+    client.wait_for_tool(wanted).await?;
     Ok(Setup {
         _redis: redis,
         _gateway: gateway,
@@ -370,19 +358,12 @@ async fn catalog_with_mistakes_is_refused_at_start() -> Result<()> {
                 ("MCPT_TOOLS_FILE", path.display().to_string()),
             ],
         )?;
-        let status = poll_until(WITHIN, || {
-            let s = p.child().try_wait().ok().flatten();
-            async move { s }
-        })
-        .await
-        .with_context(|| format!("the worker kept running with {text:?}"))?;
-        let log = p.log_text();
-        assert_eq!(status.code(), Some(64), "{text:?}: {log}");
-        let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
-        assert_eq!(lines.len(), 1, "one line for {text:?}: {log}");
+        let line = p
+            .usage_error()
+            .with_context(|| format!("catalog {text:?}"))?;
         let want_file = format!("MCPT_TOOLS_FILE={}: ", path.display());
-        assert!(lines[0].contains(&want_file), "{}", lines[0]);
-        assert!(lines[0].contains(want), "got {}\nwant {want}", lines[0]);
+        assert!(line.contains(&want_file), "{line}");
+        assert!(line.contains(want), "got {line}\nwant {want}");
     }
     Ok(())
 }
@@ -407,18 +388,7 @@ async fn task_cancelled_while_queued_never_runs() -> Result<()> {
     let mut first = Worker::start(&redis.url(), &env)?;
     let gateway = Gateway::start(&redis.url(), &[])?;
     let client = gateway.client();
-    poll_until(WITHIN, || async {
-        let r = client
-            .request("tools/list", json!({}), &caps_none())
-            .await
-            .ok()?;
-        r.body["result"]["tools"]
-            .as_array()?
-            .iter()
-            .any(|t| t["name"] == "touch_marker")
-            .then_some(())
-    })
-    .await?;
+    client.wait_for_tool("touch_marker").await?;
     // No worker while the job waits (its advertisement is still fresh).
     first.process.terminate(Duration::from_secs(20))?;
     let id = client.start_task("touch_marker", json!({})).await?;
@@ -428,7 +398,9 @@ async fn task_cancelled_while_queued_never_runs() -> Result<()> {
     let _second = Worker::start(&redis.url(), &env)?;
     // The job is taken and dropped: the queue drains.
     poll_until(WITHIN, || async {
-        let len = redis.cli(&["XLEN", "mcpt:queue:{default}"]).ok()?;
+        let len = redis
+            .cli(&["XLEN", &mcp_tasks_shared::store::keys::queue_key("default")])
+            .ok()?;
         (len.trim() == "0").then_some(())
     })
     .await

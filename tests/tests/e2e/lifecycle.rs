@@ -1533,7 +1533,10 @@ async fn cancel_of_queued_task_ends_cancelled_without_running() -> Result<()> {
     assert_empty_ack(&client.cancel(&busy).await?, "cancel busy");
     client.wait_status(&busy, "cancelled", WITHIN).await?;
     poll_until(WITHIN, || async {
-        let len = ctx.redis.cli(&["XLEN", "mcpt:queue:{default}"]).ok()?;
+        let len = ctx
+            .redis
+            .cli(&["XLEN", &mcp_tasks_shared::store::keys::queue_key("default")])
+            .ok()?;
         (len.trim() == "0").then_some(())
     })
     .await
@@ -1853,9 +1856,11 @@ async fn with_worker_env(env: &[(&str, String)]) -> Result<TestContext> {
 }
 
 fn pending_jobs(ctx: &TestContext) -> Result<u64> {
-    let out = ctx
-        .redis
-        .cli(&["XPENDING", "mcpt:queue:{default}", "workers"])?;
+    let out = ctx.redis.cli(&[
+        "XPENDING",
+        &mcp_tasks_shared::store::keys::queue_key("default"),
+        mcp_tasks_shared::store::keys::GROUP,
+    ])?;
     out.lines()
         .next()
         .unwrap_or("0")
