@@ -39,7 +39,7 @@ pub(crate) struct Request {
     pub(crate) method: String,
     /// `params` (an object; `{}` when absent).
     pub(crate) params: Map<String, Value>,
-    /// The caller's owner digest, set once the request is authenticated.
+    /// The caller's owner digest; empty until `http.rs` authenticated the request.
     pub(crate) owner: String,
 }
 
@@ -216,7 +216,7 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
         id,
         method,
         params,
-        owner: crate::auth::ANONYMOUS.to_owned(),
+        owner: String::new(),
     }))
 }
 

@@ -79,7 +79,7 @@ pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, Disp
     };
     let limit = state.config.limits.args_bytes;
     if let Some(v) = req.params.get("arguments") {
-        let size = serde_json::to_vec(v).map_or(0, |b| b.len());
+        let size = json_len(v);
         if size > limit {
             return Err(DispatchError::InvalidParams(format!(
                 "params.arguments is {size} bytes of JSON; at most {limit} are accepted (MCPT_MAX_ARGS_BYTES)"
@@ -343,6 +343,23 @@ fn pre_input(
             meta: server_meta(),
         }))
     }
+}
+
+/// Bytes of `v` as compact JSON, counted without building the text.
+fn json_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, v);
+    count.0
 }
 
 /// Create the task within its owner's limits. At the unfinished-task limit the owner's
