@@ -2,8 +2,11 @@
 //!
 //! This module reads and checks the catalog: every mistake stops the worker at start with
 //! one line naming the file, the entry and the field (the binary exits 64, as for a bad
-//! variable). Running a declared command is `catalog/command.rs`. Only `[[command]]`
-//! entries exist; `[[http]]` and `[[upstream]]` are refused as not built yet.
+//! variable). Running a declared command is `catalog/command.rs`. An `[[upstream]]` entry
+//! (an existing MCP server, over stdio or Streamable HTTP) is checked here, but its tools
+//! are only known once [`Catalog::connect`] has started it and read its `tools/list`;
+//! `catalog/upstream.rs` documents the entry and how calls are forwarded. `[[http]]` is
+//! refused as not built yet.
 //!
 //! ```toml
 //! [[command]]
@@ -19,6 +22,7 @@
 //! brace), so an argument can never add, split or reinterpret elements.
 
 mod command;
+mod upstream;
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -77,21 +81,57 @@ fn bad(field: &str, problem: impl Into<String>) -> FieldError {
     }
 }
 
-/// The tools of the catalog named by `MCPT_TOOLS_FILE`, or none when it is unset.
+/// The catalog named by `MCPT_TOOLS_FILE`, or an empty one when it is unset.
 ///
 /// # Errors
 /// The file cannot be read, is not TOML, or has a mistake (see [`parse`]).
-pub fn from_env(
-    config: &WorkerConfig,
-    builtin: &[Arc<dyn Tool>],
-) -> Result<Vec<Arc<dyn Tool>>, CatalogError> {
+pub fn from_env(config: &WorkerConfig, builtin: &[Arc<dyn Tool>]) -> Result<Catalog, CatalogError> {
     match std::env::var_os(ENV_TOOLS_FILE) {
         Some(path) if !path.is_empty() => load(Path::new(&path), config, builtin),
-        _ => Ok(Vec::new()),
+        _ => Ok(Catalog::default()),
     }
 }
 
-/// The tools of the catalog at `path`; relative `cwd`s are taken from its folder.
+/// A checked catalog: the tools it declares, and the `[[upstream]]` entries whose tools
+/// [`Catalog::connect`] finds out.
+#[derive(Default)]
+pub struct Catalog {
+    /// The tools declared one by one (`[[command]]`, `[[http]]`).
+    pub tools: Vec<Arc<dyn Tool>>,
+    upstreams: Vec<upstream::Upstream>,
+    label: String,
+    /// Names in use (built-in and declared tools), which an upstream's tools must avoid.
+    taken: HashSet<String>,
+}
+
+impl Catalog {
+    /// Every tool of the catalog: the declared ones, then those of each upstream, which is
+    /// started, initialized and asked for its `tools/list` (`catalog/upstream.rs`). The
+    /// upstreams' sessions stay open for the calls.
+    ///
+    /// # Errors
+    /// An upstream cannot be started or initialized, lacks a listed tool, or one of its
+    /// tools would take a name already in use; the message is one line, as for a mistake.
+    pub async fn connect(self) -> Result<Vec<Arc<dyn Tool>>, CatalogError> {
+        let Catalog {
+            mut tools,
+            upstreams,
+            label,
+            mut taken,
+        } = self;
+        for up in upstreams {
+            let place = up.place.clone();
+            let found = up.connect(&mut taken).await.map_err(|e| CatalogError {
+                file: label.clone(),
+                what: format!("{place}: field {}: {}", e.field, e.problem),
+            })?;
+            tools.extend(found);
+        }
+        Ok(tools)
+    }
+}
+
+/// The catalog at `path`; relative `cwd`s are taken from its folder.
 ///
 /// # Errors
 /// The file cannot be read, is not TOML, or has a mistake (see [`parse`]).
@@ -99,7 +139,7 @@ pub fn load(
     path: &Path,
     config: &WorkerConfig,
     builtin: &[Arc<dyn Tool>],
-) -> Result<Vec<Arc<dyn Tool>>, CatalogError> {
+) -> Result<Catalog, CatalogError> {
     let label = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| CatalogError {
         file: label.clone(),
@@ -109,8 +149,8 @@ pub fn load(
     parse(&label, base, &text, config, builtin)
 }
 
-/// The tools declared by `text` (the file `label`, whose folder is `base`), checked against
-/// the worker's queues and the names of the `builtin` tools.
+/// The catalog `text` (the file `label`, whose folder is `base`), checked against the
+/// worker's queues and the names of the `builtin` tools.
 ///
 /// # Errors
 /// The first mistake: TOML syntax, an unknown kind or field, a field of the wrong type or
@@ -121,7 +161,7 @@ pub fn parse(
     text: &str,
     config: &WorkerConfig,
     builtin: &[Arc<dyn Tool>],
-) -> Result<Vec<Arc<dyn Tool>>, CatalogError> {
+) -> Result<Catalog, CatalogError> {
     let fail = |what: String| CatalogError {
         file: label.to_owned(),
         what,
@@ -136,17 +176,18 @@ pub fn parse(
     let reserved: HashSet<String> = builtin.iter().map(|t| t.spec().tool.name).collect();
     let mut seen = HashSet::new();
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    let mut upstreams = Vec::new();
     for (kind, entries) in &table {
         match kind.as_str() {
-            "command" => {}
-            "http" | "upstream" => {
+            "command" | "upstream" => {}
+            "http" => {
                 return Err(fail(format!(
-                    "[[{kind}]]: this kind of entry is not built yet (only [[command]] is)"
+                    "[[{kind}]]: this kind of entry is not built yet (only [[command]] and [[upstream]] are)"
                 )));
             }
             other => {
                 return Err(fail(format!(
-                    "unknown key {other:?} (expected [[command]] entries)"
+                    "unknown key {other:?} (expected [[command]] or [[upstream]] entries)"
                 )));
             }
         }
@@ -165,6 +206,22 @@ pub fn parse(
                 return Err(fail(format!("{}: not a table", place(None))));
             };
             let name = entry.get("name").and_then(toml::Value::as_str);
+            if kind == "upstream" {
+                let up = upstream::entry(entry, base, config, place(name)).map_err(|e| {
+                    fail(format!("{}: field {}: {}", place(name), e.field, e.problem))
+                })?;
+                if upstreams
+                    .iter()
+                    .any(|u: &upstream::Upstream| u.name == up.name)
+                {
+                    return Err(fail(format!(
+                        "{}: field name: {:?} is used by an earlier [[upstream]] entry",
+                        up.place, up.name
+                    )));
+                }
+                upstreams.push(up);
+                continue;
+            }
             let tool = command_entry(entry, base, config)
                 .map_err(|e| fail(format!("{}: field {}: {}", place(name), e.field, e.problem)))?;
             let name = tool.spec.tool.name.clone();
@@ -184,7 +241,12 @@ pub fn parse(
             tools.push(Arc::new(tool));
         }
     }
-    Ok(tools)
+    Ok(Catalog {
+        tools,
+        upstreams,
+        label: label.to_owned(),
+        taken: reserved.into_iter().chain(seen).collect(),
+    })
 }
 
 /// One `[[command]]` entry, checked.
@@ -495,7 +557,9 @@ mod tests {
 
     fn check(text: &str) -> Result<Vec<Arc<dyn Tool>>, String> {
         let builtin = crate::tools::packs(&["demo".to_owned()]);
-        parse("t.toml", Path::new("."), text, &config(), &builtin).map_err(|e| e.to_string())
+        parse("t.toml", Path::new("."), text, &config(), &builtin)
+            .map(|c| c.tools)
+            .map_err(|e| e.to_string())
     }
 
     fn refused(text: &str) -> String {
@@ -616,11 +680,11 @@ mod tests {
             ),
             (
                 "[[upstream]]\nname = \"a\"\n",
-                "[[upstream]]: this kind of entry is not built yet",
+                "[[upstream]] #1 (\"a\"): field command: missing",
             ),
             (
                 "name = \"a\"\n",
-                "unknown key \"name\" (expected [[command]] entries)",
+                "unknown key \"name\" (expected [[command]] or [[upstream]] entries)",
             ),
             ("[[command]\n", "not valid TOML at line 1"),
         ];

@@ -18,8 +18,8 @@ fn main() -> ExitCode {
     };
     // Checked before anything starts, so a mistake is the only line on stderr.
     let builtin = mcp_tasks_worker::tools::packs(&config.tools);
-    let tools = match mcp_tasks_worker::catalog::from_env(&config, &builtin) {
-        Ok(declared) => builtin.into_iter().chain(declared).collect::<Vec<_>>(),
+    let catalog = match mcp_tasks_worker::catalog::from_env(&config, &builtin) {
+        Ok(c) => c,
         Err(e) => {
             eprintln!("mcp-tasks-worker: {e}");
             return ExitCode::from(64);
@@ -30,6 +30,15 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("mcp-tasks-worker: cannot start the runtime: {e}");
             return ExitCode::FAILURE;
+        }
+    };
+    // [[upstream]] servers are started and listed before logging starts, so a failure is
+    // still the only line on stderr.
+    let tools = match runtime.block_on(catalog.connect()) {
+        Ok(declared) => builtin.into_iter().chain(declared).collect::<Vec<_>>(),
+        Err(e) => {
+            eprintln!("mcp-tasks-worker: {e}");
+            return ExitCode::from(64);
         }
     };
     // Inside the runtime: the gRPC exporter needs one.

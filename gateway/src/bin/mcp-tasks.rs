@@ -48,8 +48,8 @@ fn up() -> ExitCode {
     };
     // The worker's tools: built-in packs plus MCPT_TOOLS_FILE, checked before anything starts.
     let builtin = mcp_tasks_worker::tools::packs(&worker_config.tools);
-    let tools = match mcp_tasks_worker::catalog::from_env(&worker_config, &builtin) {
-        Ok(declared) => builtin.into_iter().chain(declared).collect::<Vec<_>>(),
+    let catalog = match mcp_tasks_worker::catalog::from_env(&worker_config, &builtin) {
+        Ok(c) => c,
         Err(e) => {
             eprintln!("mcp-tasks: {e}");
             return ExitCode::from(64);
@@ -64,6 +64,14 @@ fn up() -> ExitCode {
         Err(e) => {
             eprintln!("mcp-tasks: cannot start the runtime: {e}");
             return ExitCode::FAILURE;
+        }
+    };
+    // [[upstream]] servers are started and listed inside the runtime.
+    let tools = match runtime.block_on(catalog.connect()) {
+        Ok(declared) => builtin.into_iter().chain(declared).collect::<Vec<_>>(),
+        Err(e) => {
+            eprintln!("mcp-tasks: {e}");
+            return ExitCode::from(64);
         }
     };
     if let Err(e) = runtime.block_on(mcp_tasks_gateway::check_auth(&gateway_config)) {

@@ -1,0 +1,576 @@
+//! `[[upstream]]` entries: an existing MCP server whose tools this worker offers as tasks.
+//!
+//! ```toml
+//! [[upstream]]
+//! name = "everything"
+//! command = ["npx", "-y", "@modelcontextprotocol/server-everything", "stdio"]
+//! env = ["HOME"]              # besides PATH, copied from the worker's environment
+//! tools = ["get-sum", "trigger-long-running-operation"]   # or ["*"]
+//! prefix = "ev_"              # listed as ev_get-sum, ...
+//! timeout = "10m"             # per call, the upstream's own task included
+//! ```
+//!
+//! `url = "http://host/mcp"` instead of `command` reaches a Streamable HTTP server.
+//! `policy`, `queue`, `ttl` and `poll_interval` apply to every tool of the entry.
+//!
+//! At worker start each upstream is started and initialized (`initialize` asking for
+//! 2025-11-25, accepting 2025-06-18 and 2025-03-26 too), `tools/list` is read to its last
+//! page, and each selected tool becomes one [`Tool`] with the upstream's description and
+//! input schema. An upstream that cannot be started or initialized, or lacks a listed
+//! tool, stops the worker with one line and exit 64, like any catalog mistake: there is
+//! no retry, because a worker advertising tools it cannot run is worse than one that
+//! does not start. After start, a session whose process died is replaced on the next
+//! call.
+//!
+//! How a call runs upstream (progress, input requests, the upstream's own tasks,
+//! cancellation) is `upstream/call.rs`; sessions and their pool are `upstream/session.rs`.
+
+mod call;
+mod session;
+mod stdio;
+mod streamable;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_tasks_shared::config::WorkerConfig;
+use mcp_tasks_shared::protocol::tools::Tool as WireTool;
+use serde_json::{Value, json};
+
+use super::{COMMON_FIELDS, FieldError, bad, check_schema, common, duration, string_list};
+use crate::{CallToolResult, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
+
+use self::session::{Pool, Session};
+
+/// Fields only `[[upstream]]` takes (besides the common ones, less `description` and
+/// `input_schema`, which come from the upstream).
+pub(super) const UPSTREAM_FIELDS: [&str; 6] = ["command", "url", "env", "cwd", "tools", "prefix"];
+
+/// Time to start an upstream and finish `initialize` (npx may download the package first).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// Time for one `tools/list` page at start.
+const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Members of an upstream tool listing passed on to our `tools/list` besides name,
+/// description and schema (not `execution`: how we run it is our policy's business).
+const PASSED_MEMBERS: [&str; 4] = ["title", "annotations", "outputSchema", "icons"];
+
+/// How to reach an upstream.
+#[derive(Debug, Clone)]
+pub(super) enum Target {
+    /// A stdio server: the program and its arguments, allowlisted variables, folder.
+    Command {
+        argv: Vec<String>,
+        env: Vec<String>,
+        cwd: Option<PathBuf>,
+    },
+    /// A Streamable HTTP endpoint.
+    Url(String),
+}
+
+/// Which upstream tools to offer.
+#[derive(Debug, Clone)]
+enum Select {
+    All,
+    Names(Vec<String>),
+}
+
+/// A checked `[[upstream]]` entry, its tools not yet known.
+#[derive(Debug)]
+pub(crate) struct Upstream {
+    /// Where the entry is, for messages: `[[upstream]] #2 ("everything")`.
+    pub(super) place: String,
+    /// The entry's `name`.
+    pub(super) name: String,
+    target: Target,
+    select: Select,
+    prefix: String,
+    /// Policy, queue, ttl and poll interval for every tool (name and schema replaced).
+    template: ToolSpec,
+    timeout: Option<(Duration, String)>,
+}
+
+/// One `[[upstream]]` entry, checked; `place` names it in later messages.
+pub(super) fn entry(
+    entry: &toml::Table,
+    base: &Path,
+    config: &WorkerConfig,
+    place: String,
+) -> Result<Upstream, FieldError> {
+    for key in entry.keys() {
+        let common = COMMON_FIELDS.contains(&key.as_str())
+            && !matches!(key.as_str(), "description" | "input_schema");
+        if !common && !UPSTREAM_FIELDS.contains(&key.as_str()) {
+            let allowed: Vec<&str> = COMMON_FIELDS
+                .iter()
+                .filter(|f| !matches!(**f, "description" | "input_schema"))
+                .chain(UPSTREAM_FIELDS.iter())
+                .copied()
+                .collect();
+            let why = if matches!(key.as_str(), "description" | "input_schema") {
+                "comes from the upstream's tools/list and cannot be set here".to_owned()
+            } else {
+                format!("unknown field (expected one of {})", allowed.join(", "))
+            };
+            return Err(bad(key, why));
+        }
+    }
+    let template = common(entry, config)?;
+    let name = template.tool.name.clone();
+    let target = match (entry.get("command"), entry.get("url")) {
+        (None, None) => {
+            return Err(bad(
+                "command",
+                "missing (command = [\"npx\", \"-y\", \"some-mcp-server\"] for stdio, \
+                 or url = \"http://host/mcp\")",
+            ));
+        }
+        (Some(_), Some(_)) => return Err(bad("url", "give either command or url, not both")),
+        (Some(v), None) => {
+            let argv = string_list(v)
+                .filter(|a| a.first().is_some_and(|p| !p.is_empty()))
+                .ok_or_else(|| bad("command", "expected a non-empty list of strings"))?;
+            let env = match entry.get("env") {
+                None => Vec::new(),
+                Some(v) => string_list(v)
+                    .filter(|l| {
+                        l.iter()
+                            .all(|n| !n.is_empty() && !n.contains(['=', '\0']) && n != "PATH")
+                    })
+                    .ok_or_else(|| {
+                        bad(
+                            "env",
+                            "expected a list of variable names (no '=', PATH is always passed)",
+                        )
+                    })?,
+            };
+            let cwd = match entry.get("cwd") {
+                None => None,
+                Some(v) => {
+                    let dir = base.join(
+                        v.as_str()
+                            .ok_or_else(|| bad("cwd", "expected a path string"))?,
+                    );
+                    if !dir.is_dir() {
+                        return Err(bad("cwd", format!("{} is not a directory", dir.display())));
+                    }
+                    Some(dir)
+                }
+            };
+            Target::Command { argv, env, cwd }
+        }
+        (None, Some(v)) => {
+            for field in ["env", "cwd"] {
+                if entry.contains_key(field) {
+                    return Err(bad(field, "applies to command, not to url"));
+                }
+            }
+            let url = v
+                .as_str()
+                .ok_or_else(|| bad("url", "expected a string like \"http://host:port/mcp\""))?;
+            if url.starts_with("https://") {
+                return Err(bad(
+                    "url",
+                    format!(
+                        "{url:?}: https is not supported yet (use http:// on a private network)"
+                    ),
+                ));
+            }
+            let ok = url.starts_with("http://")
+                && url.parse::<hyper::Uri>().is_ok_and(|u| u.host().is_some());
+            if !ok {
+                return Err(bad(
+                    "url",
+                    format!("{url:?}: expected an http:// URL like \"http://host:port/mcp\""),
+                ));
+            }
+            Target::Url(url.to_owned())
+        }
+    };
+    let select = match entry.get("tools") {
+        None => {
+            return Err(bad(
+                "tools",
+                "missing (tools = [\"*\"] for all, or a list of tool names)",
+            ));
+        }
+        Some(v) => match string_list(v) {
+            Some(l) if l == ["*"] => Select::All,
+            Some(l) if !l.is_empty() && l.iter().all(|n| !n.is_empty() && n != "*") => {
+                let mut seen = HashSet::new();
+                if let Some(dup) = l.iter().find(|n| !seen.insert(n.as_str())) {
+                    return Err(bad("tools", format!("{dup:?} is listed twice")));
+                }
+                Select::Names(l)
+            }
+            _ => {
+                return Err(bad(
+                    "tools",
+                    "expected [\"*\"] or a non-empty list of tool names",
+                ));
+            }
+        },
+    };
+    let prefix = match entry.get("prefix") {
+        None => String::new(),
+        Some(v) => {
+            let p = v
+                .as_str()
+                .ok_or_else(|| bad("prefix", "expected a string"))?;
+            if !p
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+            {
+                return Err(bad(
+                    "prefix",
+                    format!("{p:?}: expected characters of A-Z a-z 0-9 _ . -"),
+                ));
+            }
+            p.to_owned()
+        }
+    };
+    let timeout = match entry.get("timeout") {
+        None => None,
+        Some(v) => Some(duration(v, "timeout")?),
+    };
+    Ok(Upstream {
+        place,
+        name,
+        target,
+        select,
+        prefix,
+        template,
+        timeout,
+    })
+}
+
+/// Whether `name` is a tool name we can list (base-protocol: 1–128 of A-Z a-z 0-9 _ - .).
+fn valid_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+}
+
+impl Upstream {
+    /// Start the upstream, read its tools and make ours; names in `taken` are refused
+    /// (and ours are added to it).
+    ///
+    /// # Errors
+    /// The field and the problem: the upstream cannot be started or initialized, its
+    /// `tools/list` fails, a listed tool is missing or unusable, a name clashes.
+    pub(super) async fn connect(
+        self,
+        taken: &mut HashSet<String>,
+    ) -> Result<Vec<Arc<dyn Tool>>, FieldError> {
+        let field = match &self.target {
+            Target::Command { .. } => "command",
+            Target::Url(_) => "url",
+        };
+        let session = Session::open(&self.target, START_TIMEOUT)
+            .await
+            .map_err(|e| bad(field, format!("cannot start the upstream: {e}")))?;
+        let listed = match list_tools(&session).await {
+            Ok(l) => l,
+            Err(e) => {
+                session.close().await;
+                return Err(bad(field, format!("tools/list failed: {e}")));
+            }
+        };
+        let chosen = match self.choose(&listed) {
+            Ok(c) => c,
+            Err(e) => {
+                session.close().await;
+                return Err(e);
+            }
+        };
+        let pool = Pool::new(self.target.clone(), START_TIMEOUT);
+        pool.keep(session);
+        let timeout = self.timeout.map(Arc::new);
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::with_capacity(chosen.len());
+        for (listing, task_required) in chosen {
+            let mut spec = self.template.clone();
+            let ours = format!("{}{}", self.prefix, listing.name);
+            if !taken.insert(ours.clone()) {
+                return Err(bad(
+                    if self.prefix.is_empty() {
+                        "tools"
+                    } else {
+                        "prefix"
+                    },
+                    format!(
+                        "the upstream's tool {:?} would be listed as {ours:?}, a name already taken \
+                         (a built-in tool or an earlier entry); set or change prefix",
+                        listing.name
+                    ),
+                ));
+            }
+            spec.tool = WireTool {
+                name: ours,
+                description: listing.description.clone(),
+                input_schema: listing.input_schema.clone(),
+                extra: listing
+                    .extra
+                    .iter()
+                    .filter(|(k, _)| PASSED_MEMBERS.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            };
+            tools.push(Arc::new(UpstreamTool {
+                spec,
+                call: Arc::new(call::Remote {
+                    upstream: self.name.clone(),
+                    tool: listing.name,
+                    task_required,
+                    pool: pool.clone(),
+                    timeout: timeout.clone(),
+                }),
+            }));
+        }
+        Ok(tools)
+    }
+
+    /// The selected listings, each with whether the upstream requires a task for it.
+    fn choose(&self, listed: &[WireTool]) -> Result<Vec<(WireTool, bool)>, FieldError> {
+        let usable = |t: &WireTool| -> Result<(WireTool, bool), String> {
+            let ours = format!("{}{}", self.prefix, t.name);
+            if !valid_name(&ours) {
+                return Err(format!(
+                    "cannot be listed as {ours:?} (1 to 128 characters of A-Z a-z 0-9 _ . -)"
+                ));
+            }
+            check_schema(&t.input_schema).map_err(|why| format!("its inputSchema: {why}"))?;
+            let support = t
+                .extra
+                .get("execution")
+                .and_then(|e| e.get("taskSupport"))
+                .and_then(Value::as_str);
+            Ok((t.clone(), support == Some("required")))
+        };
+        match &self.select {
+            Select::All => Ok(listed
+                .iter()
+                .filter_map(|t| match usable(t) {
+                    Ok(u) => Some(u),
+                    Err(why) => {
+                        tracing::warn!(
+                            upstream.name = %self.name,
+                            "upstream {}: tool {:?} skipped: {why}",
+                            self.name,
+                            t.name
+                        );
+                        None
+                    }
+                })
+                .collect()),
+            Select::Names(names) => names
+                .iter()
+                .map(|n| {
+                    let Some(t) = listed.iter().find(|t| &t.name == n) else {
+                        let mut have: Vec<&str> = listed.iter().map(|t| t.name.as_str()).collect();
+                        have.sort_unstable();
+                        return Err(bad(
+                            "tools",
+                            format!(
+                                "the upstream has no tool {n:?} (it has: {})",
+                                have.join(", ")
+                            ),
+                        ));
+                    };
+                    usable(t).map_err(|why| bad("tools", format!("tool {n:?} {why}")))
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Every page of the upstream's `tools/list`.
+async fn list_tools(session: &Session) -> Result<Vec<WireTool>, String> {
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    // Bounded, so a server that always returns a cursor cannot hold the start forever.
+    for _ in 0..1000 {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let page = tokio::time::timeout(LIST_TIMEOUT, session.request("tools/list", params))
+            .await
+            .map_err(|_| format!("no answer within {}s", LIST_TIMEOUT.as_secs()))?
+            .map_err(|e| e.to_string())?;
+        let list = page
+            .get("tools")
+            .and_then(Value::as_array)
+            .ok_or("the answer has no tools list")?;
+        for t in list {
+            let t: WireTool = serde_json::from_value(t.clone())
+                .map_err(|e| format!("a tool listing does not parse: {e}"))?;
+            tools.push(t);
+        }
+        match page.get("nextCursor").and_then(Value::as_str) {
+            Some(c) if !c.is_empty() => cursor = Some(c.to_owned()),
+            _ => return Ok(tools),
+        }
+    }
+    Err("more than 1000 pages".to_owned())
+}
+
+/// One upstream tool offered by this worker.
+struct UpstreamTool {
+    spec: ToolSpec,
+    call: Arc<call::Remote>,
+}
+
+impl Tool for UpstreamTool {
+    fn spec(&self) -> ToolSpec {
+        self.spec.clone()
+    }
+
+    fn call(&self, ctx: TaskContext, args: Value) -> ToolFuture {
+        let remote = self.call.clone();
+        Box::pin(async move { remote.run(ctx, args).await })
+    }
+}
+
+/// The result of an upstream `tools/call` (or `tasks/result`) as ours: `_meta` is the
+/// upstream's business and is dropped.
+fn our_result(upstream: &str, mut value: Value) -> Result<CallToolResult, ToolError> {
+    if let Some(m) = value.as_object_mut() {
+        m.remove("_meta");
+        m.remove("resultType");
+    }
+    serde_json::from_value(value).map_err(|e| {
+        ToolError::internal(format!(
+            "upstream {upstream} returned a malformed result: {e}"
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn parse(text: &str) -> Result<super::super::Catalog, String> {
+        let env: HashMap<&str, &str> = HashMap::from([("MCPT_QUEUES", "default,slow")]);
+        let config = WorkerConfig::from_source(&env).expect("config");
+        let builtin = crate::tools::packs(&["demo".to_owned()]);
+        super::super::parse("t.toml", Path::new("."), text, &config, &builtin)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn an_entry_is_checked_before_anything_starts() {
+        let c = parse(
+            r#"
+            [[upstream]]
+            name = "everything"
+            command = ["node", "index.js", "stdio"]
+            env = ["HOME"]
+            tools = ["get-sum"]
+            prefix = "ev_"
+            policy = "auto"
+            queue = "slow"
+            timeout = "10m"
+
+            [[upstream]]
+            name = "remote"
+            url = "http://127.0.0.1:3001/mcp"
+            tools = ["*"]
+            "#,
+        )
+        .expect("valid");
+        assert!(c.tools.is_empty());
+        assert_eq!(c.upstreams.len(), 2);
+        let up = &c.upstreams[0];
+        assert_eq!(up.place, "[[upstream]] #1 (\"everything\")");
+        assert_eq!(up.template.queue, "slow");
+        assert_eq!(up.prefix, "ev_");
+        assert!(matches!(&up.select, Select::Names(n) if n == &["get-sum"]));
+        assert!(
+            matches!(&c.upstreams[1].target, Target::Url(u) if u == "http://127.0.0.1:3001/mcp")
+        );
+    }
+
+    #[test]
+    fn each_mistake_names_entry_and_field() {
+        let ok = "name = \"u\"\ncommand = [\"x\"]\ntools = [\"*\"]\n";
+        let cases = [
+            (format!("[[upstream]]\n{ok}shell = true\n"), "[[upstream]] #1 (\"u\"): field shell: unknown field (expected one of name, policy,"),
+            (format!("[[upstream]]\n{ok}description = \"d\"\n"), "field description: comes from the upstream's tools/list"),
+            ("[[upstream]]\nname = \"u\"\ntools = [\"*\"]\n".to_owned(), "field command: missing"),
+            (format!("[[upstream]]\n{ok}url = \"http://h/mcp\"\n"), "field url: give either command or url, not both"),
+            ("[[upstream]]\nname = \"u\"\ncommand = []\ntools = [\"*\"]\n".to_owned(), "field command: expected a non-empty list of strings"),
+            ("[[upstream]]\nname = \"u\"\ncommand = [\"x\"]\n".to_owned(), "field tools: missing"),
+            ("[[upstream]]\nname = \"u\"\ncommand = [\"x\"]\ntools = [\"a\", \"a\"]\n".to_owned(), "field tools: \"a\" is listed twice"),
+            ("[[upstream]]\nname = \"u\"\ncommand = [\"x\"]\ntools = [\"*\", \"a\"]\n".to_owned(), "field tools: expected [\"*\"] or a non-empty list"),
+            ("[[upstream]]\nname = \"u\"\nurl = \"https://h/mcp\"\ntools = [\"*\"]\n".to_owned(), "field url: \"https://h/mcp\": https is not supported yet"),
+            ("[[upstream]]\nname = \"u\"\nurl = \"ftp://h\"\ntools = [\"*\"]\n".to_owned(), "field url: \"ftp://h\": expected an http:// URL"),
+            ("[[upstream]]\nname = \"u\"\nurl = \"http://h/mcp\"\nenv = [\"HOME\"]\ntools = [\"*\"]\n".to_owned(), "field env: applies to command, not to url"),
+            (format!("[[upstream]]\n{ok}prefix = \"a b\"\n"), "field prefix: \"a b\": expected characters"),
+            (format!("[[upstream]]\n{ok}timeout = \"later\"\n"), "field timeout: \"later\": expected a duration"),
+            (format!("[[upstream]]\n{ok}[[upstream]]\n{ok}"), "[[upstream]] #2 (\"u\"): field name: \"u\" is used by an earlier [[upstream]] entry"),
+        ];
+        for (text, want) in cases {
+            let got = match parse(&text) {
+                Ok(_) => panic!("accepted: {text}"),
+                Err(e) => e,
+            };
+            assert!(
+                got.contains(want),
+                "for {text:?}\n got: {got}\nwant: {want}"
+            );
+            assert!(
+                got.starts_with("MCPT_TOOLS_FILE=t.toml: [[upstream]] #"),
+                "{got}"
+            );
+            assert_eq!(got.lines().count(), 1, "one line: {got}");
+        }
+    }
+
+    #[test]
+    fn the_example_catalog_is_valid() {
+        let text = include_str!("../../../deploy/examples/upstream-everything.toml");
+        let c = parse(text).expect("deploy/examples/upstream-everything.toml");
+        assert_eq!(c.upstreams.len(), 1);
+        assert_eq!(c.upstreams[0].prefix, "everything_");
+    }
+
+    #[tokio::test]
+    async fn an_upstream_that_cannot_start_is_one_line() {
+        let c = parse(
+            "[[upstream]]\nname = \"u\"\ncommand = [\"/nonexistent/server\"]\ntools = [\"*\"]\n",
+        )
+        .expect("valid");
+        let e = c.connect().await.err().expect("refused").to_string();
+        assert!(
+            e.starts_with("MCPT_TOOLS_FILE=t.toml: [[upstream]] #1 (\"u\"): field command: cannot start the upstream: cannot start /nonexistent/server"),
+            "{e}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+        // A process that exits at once: the reason says so.
+        let c = parse("[[upstream]]\nname = \"u\"\ncommand = [\"sh\", \"-c\", \"echo no way >&2; exit 3\"]\ntools = [\"*\"]\n")
+            .expect("valid");
+        let e = c.connect().await.err().expect("refused").to_string();
+        assert!(
+            e.contains("initialize failed: connection closed: the process exited"),
+            "{e}"
+        );
+        assert!(e.contains("no way"), "{e}");
+    }
+
+    #[test]
+    fn an_upstream_result_loses_its_meta() {
+        let r = our_result(
+            "u",
+            json!({"content": [{"type": "text", "text": "3"}], "isError": false,
+                   "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t"}}}),
+        )
+        .expect("valid");
+        assert_eq!(r.content[0]["text"], "3");
+        assert_eq!(r.meta, None);
+        assert!(our_result("u", json!({"nothing": 1})).is_err());
+    }
+}

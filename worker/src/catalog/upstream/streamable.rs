@@ -1,0 +1,225 @@
+//! The Streamable HTTP transport (2025 revisions): every message is a POST to the
+//! endpoint; a request's answer comes back as one JSON body or as an SSE stream carrying
+//! the server's notifications and requests for that call before the response. The
+//! `Mcp-Session-Id` from `initialize` rides on every later POST, `MCP-Protocol-Version`
+//! after the handshake; closing the session is a DELETE.
+//!
+//! Plain `http://` only (the worker has no TLS client). No standalone GET stream and no
+//! resumption of a broken SSE stream: a call whose stream breaks fails.
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
+use serde_json::Value;
+
+use super::session::Core;
+
+/// Largest JSON body read from the upstream.
+const MAX_BODY: usize = 16 << 20;
+
+/// A Streamable HTTP upstream. Cheap to clone.
+#[derive(Clone)]
+pub(super) struct Http {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    url: hyper::Uri,
+    client: Client<HttpConnector, Full<Bytes>>,
+    session_id: Mutex<Option<String>>,
+    version: Mutex<Option<String>>,
+    core: Arc<Core>,
+}
+
+impl Http {
+    /// A transport for `url` feeding `core`; nothing is sent yet.
+    pub(super) fn new(url: &str, core: Arc<Core>) -> Result<Http, String> {
+        let url: hyper::Uri = url.parse().map_err(|e| format!("bad url {url}: {e}"))?;
+        Ok(Http {
+            inner: Arc::new(Inner {
+                url,
+                client: Client::builder(TokioExecutor::new()).build_http(),
+                session_id: Mutex::default(),
+                version: Mutex::default(),
+                core,
+            }),
+        })
+    }
+
+    /// The negotiated version, sent as `MCP-Protocol-Version` from now on.
+    pub(super) fn set_version(&self, version: &str) {
+        if let Ok(mut v) = self.inner.version.lock() {
+            *v = Some(version.to_owned());
+        }
+    }
+
+    fn request(&self, method: &str, body: Bytes) -> Result<hyper::Request<Full<Bytes>>, String> {
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(self.inner.url.clone())
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json");
+        if let Some(id) = self.inner.session_id.lock().ok().and_then(|s| s.clone()) {
+            req = req.header("mcp-session-id", id);
+        }
+        if let Some(v) = self.inner.version.lock().ok().and_then(|s| s.clone()) {
+            req = req.header("mcp-protocol-version", v);
+        }
+        req.body(Full::new(body)).map_err(|e| e.to_string())
+    }
+
+    /// Send one message. A request's answer is read in the background (so a long call
+    /// does not hold the sender); a notification or response is sent before returning,
+    /// which keeps `notifications/initialized` ahead of the next request.
+    pub(super) async fn send(&self, message: Value) {
+        let request_id = match (message.get("method"), message.get("id")) {
+            (Some(_), Some(id)) => id.as_i64(),
+            _ => None,
+        };
+        let body = Bytes::from(message.to_string());
+        let this = self.clone();
+        let exchange = async move {
+            let outcome = this.exchange(body).await;
+            if let (Err(why), Some(id)) = (outcome, request_id) {
+                this.inner
+                    .core
+                    .fail(id, ErrorObject::new(INTERNAL_ERROR, why));
+            }
+        };
+        if request_id.is_some() {
+            tokio::spawn(exchange);
+        } else {
+            exchange.await;
+        }
+    }
+
+    /// POST `body` and route what comes back.
+    async fn exchange(&self, body: Bytes) -> Result<(), String> {
+        let req = self.request("POST", body)?;
+        let res = self
+            .inner
+            .client
+            .request(req)
+            .await
+            .map_err(|e| format!("POST {}: {e}", self.inner.url))?;
+        let status = res.status();
+        if let Some(id) = res
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            && let Ok(mut s) = self.inner.session_id.lock()
+            && s.is_none()
+        {
+            *s = Some(id.to_owned());
+        }
+        if status == hyper::StatusCode::NOT_FOUND
+            && self.inner.session_id.lock().is_ok_and(|s| s.is_some())
+        {
+            self.inner
+                .core
+                .close("the upstream ended the session (HTTP 404)");
+            return Err("the upstream ended the session (HTTP 404)".to_owned());
+        }
+        if !status.is_success() {
+            let text = read_all(res.into_body()).await.unwrap_or_default();
+            let text: String = String::from_utf8_lossy(&text).chars().take(200).collect();
+            return Err(format!("HTTP {status}: {}", text.trim()));
+        }
+        let sse = res
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        if sse {
+            self.read_events(res.into_body()).await
+        } else if status == hyper::StatusCode::ACCEPTED || status == hyper::StatusCode::NO_CONTENT {
+            Ok(())
+        } else {
+            let bytes = read_all(res.into_body()).await?;
+            if bytes.iter().all(u8::is_ascii_whitespace) {
+                return Ok(());
+            }
+            let value: Value = serde_json::from_slice(&bytes)
+                .map_err(|e| format!("the upstream answered with JSON that does not parse: {e}"))?;
+            match value {
+                Value::Array(list) => list.into_iter().for_each(|m| self.route(m)),
+                one => self.route(one),
+            }
+            Ok(())
+        }
+    }
+
+    /// Read an SSE body, routing each event's JSON as it arrives.
+    async fn read_events(&self, mut body: Incoming) -> Result<(), String> {
+        let mut buf: Vec<u8> = Vec::new();
+        let mut data = String::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| format!("the event stream broke: {e}"))?;
+            let Ok(chunk) = frame.into_data() else {
+                continue;
+            };
+            buf.extend_from_slice(&chunk);
+            while let Some(end) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=end).collect();
+                let line = String::from_utf8_lossy(&line);
+                let line = line.trim_end_matches(['\r', '\n']);
+                if line.is_empty() {
+                    if !data.is_empty() {
+                        if let Ok(v) = serde_json::from_str::<Value>(&data) {
+                            self.route(v);
+                        }
+                        data.clear();
+                    }
+                } else if let Some(rest) = line.strip_prefix("data:") {
+                    if !data.is_empty() {
+                        data.push('\n');
+                    }
+                    data.push_str(rest.strip_prefix(' ').unwrap_or(rest));
+                }
+            }
+            if buf.len() + data.len() > MAX_BODY {
+                return Err("an event from the upstream is too large".to_owned());
+            }
+        }
+        Ok(())
+    }
+
+    /// Give one message to the session; send its immediate reply (`ping`) if any.
+    fn route(&self, message: Value) {
+        if let Some(reply) = self.inner.core.dispatch(message) {
+            let this = self.clone();
+            tokio::spawn(async move {
+                let _ = this.exchange(Bytes::from(reply.to_string())).await;
+            });
+        }
+    }
+
+    /// End the HTTP session (DELETE), best effort.
+    pub(super) async fn delete(self) {
+        if self.inner.session_id.lock().is_ok_and(|s| s.is_none()) {
+            return;
+        }
+        if let Ok(req) = self.request("DELETE", Bytes::new()) {
+            let _ = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                self.inner.client.request(req),
+            )
+            .await;
+        }
+    }
+}
+
+async fn read_all(body: Incoming) -> Result<Bytes, String> {
+    let limited = http_body_util::Limited::new(body, MAX_BODY);
+    limited
+        .collect()
+        .await
+        .map(http_body_util::Collected::to_bytes)
+        .map_err(|e| format!("cannot read the upstream's answer: {e}"))
+}
