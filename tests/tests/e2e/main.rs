@@ -16,3 +16,4 @@ mod processes;
 mod protocol;
 mod recovery;
 mod telemetry;
+mod upstream;
