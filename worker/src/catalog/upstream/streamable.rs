@@ -86,7 +86,11 @@ impl Http {
         let this = self.clone();
         let exchange = async move {
             let outcome = this.exchange(body).await;
-            if let (Err(why), Some(id)) = (outcome, request_id) {
+            if let Some(id) = request_id {
+                // A no-op when the answer came; otherwise the caller would wait forever.
+                let why = outcome
+                    .err()
+                    .unwrap_or_else(|| "the upstream's answer ended without a response".to_owned());
                 this.inner
                     .core
                     .fail(id, ErrorObject::new(INTERNAL_ERROR, why));
