@@ -196,8 +196,9 @@ async fn upstream_progress_becomes_status_messages() -> Result<()> {
 }
 
 /// Cancelling our task sends `notifications/cancelled` with the `tools/call` request id to
-/// the upstream (seen in a copy of what the worker wrote to the server's stdin); the task
-/// ends `cancelled` and the next call is served.
+/// the upstream (seen in a copy of what the worker wrote to the server's stdin), and
+/// `tasks/cancel` when the upstream runs the call as its own task; our task ends
+/// `cancelled` and the next call is served.
 #[tokio::test(flavor = "multi_thread")]
 async fn cancel_reaches_the_upstream() -> Result<()> {
     let wire =
@@ -205,7 +206,7 @@ async fn cancel_reaches_the_upstream() -> Result<()> {
     let _ = std::fs::remove_file(&wire);
     let s = start(
         &format!(
-            "[[upstream]]\nname = \"everything\"\ncommand = [\"sh\", \"-c\", \"tee -a \\\"$0\\\" | exec node \\\"$1\\\" stdio\", {:?}, {:?}]\ntools = [\"trigger-long-running-operation\", \"get-sum\"]\n",
+            "[[upstream]]\nname = \"everything\"\ncommand = [\"sh\", \"-c\", \"tee -a \\\"$0\\\" | exec node \\\"$1\\\" stdio\", {:?}, {:?}]\ntools = [\"trigger-long-running-operation\", \"simulate-research-query\", \"get-sum\"]\n",
             wire.display().to_string(),
             everything()?.display().to_string()
         ),
@@ -255,6 +256,26 @@ async fn cancel_reaches_the_upstream() -> Result<()> {
     .with_context(|| {
         format!("no notifications/cancelled for request {call_id} reached the upstream")
     })?;
+
+    // An upstream task (taskSupport "required") is cancelled with tasks/cancel.
+    let id = s
+        .client
+        .start_task("simulate-research-query", json!({"topic": "tea"}))
+        .await?;
+    poll_until(WITHIN, || async {
+        let t = s.client.get(&id).await.ok()?;
+        (t["statusMessage"] == "Gathering sources...").then_some(())
+    })
+    .await
+    .context("the research task never reported its first stage")?;
+    let r = s.client.cancel(&id).await?;
+    assert!(r.body.get("error").is_none(), "{}", r.body);
+    s.client.wait_status(&id, "cancelled", WITHIN).await?;
+    poll_until(Duration::from_secs(10), || async {
+        (!sent("tasks/cancel").is_empty()).then_some(())
+    })
+    .await
+    .context("no tasks/cancel reached the upstream")?;
 
     let id = s
         .client
