@@ -52,7 +52,7 @@ fn catalog(text: &str) -> Result<PathBuf> {
 struct Setup {
     _redis: RedisServer,
     _gateway: Gateway,
-    _worker: Worker,
+    worker: Worker,
     client: Client,
 }
 
@@ -69,9 +69,57 @@ async fn start(text: &str, wanted: &str) -> Result<Setup> {
     Ok(Setup {
         _redis: redis,
         _gateway: gateway,
-        _worker: worker,
+        worker,
         client,
     })
+}
+
+impl Setup {
+    /// Stop the worker with SIGTERM, as an orchestrator does, and check that the upstream
+    /// processes it started (its children) ended with it.
+    fn stop(self) -> Result<()> {
+        self.stop_counting().map(|_| ())
+    }
+
+    /// [`Setup::stop`], returning how many upstream processes ended with the worker.
+    fn stop_counting(mut self) -> Result<usize> {
+        let pid = self.worker.process.child().id();
+        let children = children_of(pid);
+        self.worker.process.terminate(Duration::from_secs(20))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left: Vec<u32> = children.iter().copied().filter(|c| alive(*c)).collect();
+            if left.is_empty() {
+                return Ok(children.len());
+            }
+            if Instant::now() > deadline {
+                bail!("upstream processes {left:?} outlived the worker by 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// `/proc/PID/stat` fields after the command name: state, ppid, pgrp, ...
+fn stat(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
+/// Running (not zombie) processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|c| stat(*c).is_some_and(|f| f.len() > 1 && f[0] != "Z" && f[1] == pid.to_string()))
+        .collect()
+}
+
+fn alive(pid: u32) -> bool {
+    stat(pid).is_some_and(|f| f.first().is_some_and(|s| s != "Z"))
 }
 
 /// Poll `tasks/get` until the task leaves `working`/`input_required` or `stop` says so,
@@ -152,6 +200,10 @@ async fn upstream_tool_result_is_the_task_result() -> Result<()> {
         "{t}"
     );
     assert!(t["result"].get("isError").is_none_or(|e| e == false), "{t}");
+    // The worker's SIGTERM ends the upstream server it started (a server-everything
+    // with pending work would otherwise outlive it).
+    let ended = s.stop_counting()?;
+    assert!(ended >= 1, "the worker had no upstream process to stop");
     Ok(())
 }
 
@@ -192,7 +244,7 @@ async fn upstream_progress_becomes_status_messages() -> Result<()> {
         progress.len() >= 2,
         "expected changing 'progress N/6' messages, saw {seen:?}"
     );
-    Ok(())
+    s.stop()
 }
 
 /// Cancelling our task sends `notifications/cancelled` with the `tools/call` request id to
@@ -286,7 +338,7 @@ async fn cancel_reaches_the_upstream() -> Result<()> {
         t["result"]["content"][0]["text"], "The sum of 1 and 1 is 2.",
         "{t}"
     );
-    Ok(())
+    s.stop()
 }
 
 /// A tool the upstream runs only as a task (2025-11-25 `taskSupport: "required"`) that
@@ -348,7 +400,7 @@ async fn upstream_task_asks_through_our_input_requests() -> Result<()> {
             .any(|(_, m)| m.starts_with("Continuing with interpretation: \"snake\"")),
         "the upstream's status messages are mirrored: {seen:?}"
     );
-    Ok(())
+    s.stop()
 }
 
 /// server-everything in Streamable HTTP mode on a free port; killed on drop.
@@ -463,7 +515,7 @@ async fn streamable_http_upstream_runs_calls_and_tasks() -> Result<()> {
         text.contains("# Research Report: tea (historical)"),
         "{last}"
     );
-    Ok(())
+    s.stop()
 }
 
 /// A catalog whose `[[upstream]]` has a mistake, or whose upstream lacks a listed tool,

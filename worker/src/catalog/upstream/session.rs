@@ -175,7 +175,6 @@ fn error_reply(id: Value, e: &ErrorObject) -> Value {
 }
 
 /// The two transports.
-#[derive(Clone)]
 enum Link {
     Stdio(stdio::Stdio),
     Http(streamable::Http),

@@ -21,10 +21,11 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// Lines of stderr kept to explain an exit.
 const STDERR_LINES: usize = 3;
 
-/// A running stdio upstream. Cheap to clone.
-#[derive(Clone)]
+/// A running stdio upstream. Dropped before [`Stdio::stop`] ended it (the worker exits
+/// with sessions open), it sends SIGTERM to the process group: a server need not exit at
+/// end of input while it has work pending, and must not outlive the worker.
 pub(super) struct Stdio {
-    lines: mpsc::UnboundedSender<String>,
+    lines: Option<mpsc::UnboundedSender<String>>,
     pgid: Option<u32>,
     exited: tokio_util::sync::CancellationToken,
 }
@@ -84,7 +85,7 @@ impl Stdio {
         // Weak: the writer must see every sender gone when the session stops.
         let replies = tx.downgrade();
         let stdio = Stdio {
-            lines: tx,
+            lines: Some(tx),
             pgid,
             exited: exited.clone(),
         };
@@ -122,30 +123,46 @@ impl Stdio {
 
     /// Write one message (in order; never blocks).
     pub(super) fn send(&self, message: &Value) {
-        let _ = self.lines.send(message.to_string());
+        if let Some(lines) = &self.lines {
+            let _ = lines.send(message.to_string());
+        }
     }
 
     /// End the process: end of input, then SIGTERM, then SIGKILL to its group.
-    pub(super) async fn stop(self) {
-        let Stdio {
-            lines,
-            pgid,
-            exited,
-        } = self;
-        drop(lines);
+    pub(super) async fn stop(mut self) {
+        drop(self.lines.take());
+        let exited = self.exited.clone();
         if tokio::time::timeout(EXIT_GRACE, exited.cancelled())
             .await
             .is_ok()
         {
             return;
         }
-        let Some(pgid) = pgid else { return };
+        let Some(pgid) = self.pgid else { return };
         signal("TERM", pgid).await;
         if tokio::time::timeout(EXIT_GRACE, exited.cancelled())
             .await
             .is_err()
         {
             signal("KILL", pgid).await;
+            let _ = tokio::time::timeout(EXIT_GRACE, exited.cancelled()).await;
+        }
+    }
+}
+
+impl Drop for Stdio {
+    fn drop(&mut self) {
+        if self.exited.is_cancelled() {
+            return;
+        }
+        if let Some(pgid) = self.pgid {
+            // Synchronous: when the worker is exiting, a spawned task may never run.
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", "--", &format!("-{pgid}")])
+                .stdin(Pipe::null())
+                .stdout(Pipe::null())
+                .stderr(Pipe::null())
+                .status();
         }
     }
 }
