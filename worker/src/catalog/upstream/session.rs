@@ -433,3 +433,53 @@ impl Drop for Lease {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dispatch_routes_answers_pings_and_what_the_server_asks() {
+        let (core, mut events) = Core::new();
+        let (tx, mut rx) = oneshot::channel();
+        core.pending.lock().unwrap().insert(7, tx);
+        assert_eq!(
+            core.dispatch(json!({"jsonrpc": "2.0", "id": 7, "result": {"x": 1}})),
+            None
+        );
+        assert_eq!(rx.try_recv().unwrap(), Ok(json!({"x": 1})));
+
+        // ping is answered at once, leased or not.
+        let pong = core.dispatch(json!({"jsonrpc": "2.0", "id": "p", "method": "ping"}));
+        assert_eq!(
+            pong,
+            Some(json!({"jsonrpc": "2.0", "id": "p", "result": {}}))
+        );
+
+        // Outside a call a server request is refused and a notification dropped.
+        let ask = json!({"jsonrpc": "2.0", "id": 3, "method": "roots/list", "params": {}});
+        let refused = core.dispatch(ask.clone()).expect("an error reply");
+        assert_eq!(refused["error"]["code"], METHOD_NOT_FOUND);
+        core.dispatch(json!({"jsonrpc": "2.0", "method": "notifications/progress"}));
+        assert!(events.try_recv().is_err());
+
+        // During a call both go to it.
+        core.leased.store(true, Ordering::SeqCst);
+        assert_eq!(core.dispatch(ask), None);
+        assert!(
+            matches!(events.try_recv(), Ok(Incoming::Request { method, .. }) if method == "roots/list")
+        );
+
+        // A closed transport fails what still waits, with its reason.
+        let (tx, rx) = oneshot::channel();
+        core.pending.lock().unwrap().insert(8, tx);
+        core.close("the process exited");
+        let mut pending = Pending {
+            id: 8,
+            rx,
+            core: core.clone(),
+        };
+        let got = futures_util::FutureExt::now_or_never(pending.wait()).expect("ready");
+        assert!(matches!(got, Err(RpcError::Closed(why)) if why == "the process exited"));
+    }
+}
