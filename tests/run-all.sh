@@ -21,6 +21,7 @@ echo "== installing the official MCP client and conformance suite (npm ci)"
 npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error
 npm ci --prefix tests/conformance --no-audit --no-fund --loglevel=error
 npm ci --prefix tests/upstream --no-audit --no-fund --loglevel=error
+npm ci --prefix tests/legacy --no-audit --no-fund --loglevel=error
 
 echo "== building"
 cargo build --workspace --bins

@@ -28,6 +28,13 @@ pub(crate) enum Body {
     Request(Request),
     /// A notification: accepted with 202 and ignored.
     Notification,
+    /// A 2025-era `initialize` (no 2026 `_meta` version): the start of a session (`legacy`).
+    Initialize {
+        /// The request id.
+        id: Id,
+        /// Its params.
+        params: Map<String, Value>,
+    },
 }
 
 /// A checked request.
@@ -143,15 +150,10 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
     };
     let reject = |e: DispatchError| (Some(id.clone()), e);
 
-    // A 2025-era client opens with `initialize` and no `_meta`: tell it which versions exist.
+    // A 2025-era client opens with `initialize` and no 2026 `_meta`: a session starts.
     let meta = params.get("_meta");
     if method == "initialize" && meta.and_then(|m| m.get(PROTOCOL_VERSION_KEY)).is_none() {
-        let requested = params
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        return Err(reject(DispatchError::UnsupportedVersion { requested }));
+        return Ok(Body::Initialize { id, params });
     }
     // `_meta` before the version header, so a missing field is -32602 (B-06).
     let meta = match meta {
@@ -359,15 +361,24 @@ mod tests {
     }
 
     #[test]
-    fn legacy_initialize_gets_the_version_list() {
+    fn legacy_initialize_starts_a_session() {
         let r = Routing::default();
         let b = body(
             "initialize",
             json!({"protocolVersion": "2025-06-18", "capabilities": {}}),
         );
-        match err(parse(&b, &r)) {
-            DispatchError::UnsupportedVersion { requested } => assert_eq!(requested, "2025-06-18"),
+        match parse(&b, &r) {
+            Ok(Body::Initialize { params, .. }) => {
+                assert_eq!(params["protocolVersion"], "2025-06-18");
+            }
             other => panic!("{other:?}"),
         }
+        // With the 2026 `_meta` version it is a removed method (-32601).
+        let b = body("initialize", json!({"_meta": meta()}));
+        let r = routing(PROTOCOL_VERSION, "initialize", None);
+        assert!(matches!(
+            err(parse(&b, &r)),
+            DispatchError::MethodNotFound(_)
+        ));
     }
 }

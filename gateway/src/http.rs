@@ -10,6 +10,7 @@ use http_body_util::{BodyExt as _, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
+use mcp_tasks_shared::protocol::PROTOCOL_VERSION;
 use mcp_tasks_shared::protocol::jsonrpc::{self, ErrorObject, INVALID_REQUEST, Id};
 use mcp_tasks_shared::protocol::meta::TRACEPARENT_KEY;
 use tokio::sync::mpsc;
@@ -54,7 +55,7 @@ fn json_error(status: StatusCode, id: Option<&Id>, error: &ErrorObject) -> Respo
     )
 }
 
-fn sse(rx: mpsc::Receiver<Bytes>) -> Response<ResBody> {
+pub(crate) fn sse(rx: mpsc::Receiver<Bytes>) -> Response<ResBody> {
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await
@@ -117,11 +118,11 @@ pub(crate) async fn serve(
             Some("text/plain; version=0.0.4"),
             mcp_tasks_shared::telemetry::prometheus_text(),
         ),
-        (&Method::POST, "/mcp") => mcp(state, req).await,
+        (&Method::POST | &Method::DELETE, "/mcp") => mcp(state, req).await,
         (_, "/mcp") => {
             let mut res = full(StatusCode::METHOD_NOT_ALLOWED, None, Bytes::new());
             res.headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static("POST"));
+                .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
             res
         }
         _ => full(StatusCode::NOT_FOUND, Some("text/plain"), "not found\n"),
@@ -201,6 +202,27 @@ async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
             return res;
         }
     };
+    // A 2025 session id, unless the request says it is 2026-07-28 (whose clients send none).
+    let session = headers
+        .get(crate::legacy::SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .filter(|_| {
+            headers
+                .get("mcp-protocol-version")
+                .is_none_or(|v| v.as_bytes() != PROTOCOL_VERSION.as_bytes())
+        });
+    if req.method() == Method::DELETE {
+        return match session {
+            Some(sid) => crate::legacy::end(&state, &owner, &sid).await,
+            None => {
+                let mut res = full(StatusCode::METHOD_NOT_ALLOWED, None, Bytes::new());
+                res.headers_mut()
+                    .insert(header::ALLOW, HeaderValue::from_static("POST"));
+                res
+            }
+        };
+    }
     let content_type = media_types(headers, header::CONTENT_TYPE).unwrap_or_default();
     if content_type.as_slice() != ["application/json"] {
         return reject(
@@ -246,8 +268,19 @@ async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
             return reject(StatusCode::BAD_REQUEST, "request body could not be read");
         }
     };
+    if let Some(sid) = session {
+        let version = routing
+            .protocol_version
+            .as_ref()
+            .and_then(|v| v.as_ref().ok())
+            .map(String::as_str);
+        return crate::legacy::post(&state, owner, &sid, version, &body, accepts_sse).await;
+    }
     let request = match envelope::parse(&body, &routing) {
         Ok(Body::Notification) => return full(StatusCode::ACCEPTED, None, Bytes::new()),
+        Ok(Body::Initialize { id, params }) => {
+            return crate::legacy::initialize(&state, owner, id, params).await;
+        }
         Ok(Body::Request(mut r)) => {
             r.owner = owner;
             r

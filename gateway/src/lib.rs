@@ -16,6 +16,7 @@ mod error;
 mod handlers;
 mod headers;
 mod http;
+mod legacy;
 mod registry;
 
 use std::net::SocketAddr;
@@ -181,7 +182,9 @@ pub mod fuzzing {
         let routing = crate::headers::Routing::from_headers(headers);
         match crate::envelope::parse(body, &routing) {
             Ok(crate::envelope::Body::Request(_)) => Ok(true),
-            Ok(crate::envelope::Body::Notification) => Ok(false),
+            Ok(crate::envelope::Body::Notification | crate::envelope::Body::Initialize { .. }) => {
+                Ok(false)
+            }
             Err((_, e)) => Err((e.status().as_u16(), ErrorObject::from(&e).code)),
         }
     }

@@ -736,6 +736,26 @@ impl Client {
 
     /// Open a `subscriptions/listen` stream for `task_ids` with request id `id` (a string or
     /// an integer).
+    /// POST `body` with exactly `headers` and open the SSE stream it answers with.
+    pub async fn post_stream(&self, headers: &[(&str, &str)], body: &Value) -> Result<SseStream> {
+        let res = self
+            .send_raw("POST", "/mcp", headers, serde_json::to_vec(body)?.into())
+            .await?;
+        if res
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            != Some("text/event-stream")
+        {
+            let r = read_reply(res).await?;
+            bail!("the POST did not open a stream: {} {}", r.status, r.body);
+        }
+        Ok(SseStream {
+            body: res.into_body(),
+            buf: Vec::new(),
+        })
+    }
+
     pub async fn listen(&self, id: impl Into<Value>, task_ids: &[&str]) -> Result<SseStream> {
         let id: Value = id.into();
         let body = json!({

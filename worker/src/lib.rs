@@ -54,6 +54,7 @@ fn advert(spec: &tool::ToolSpec, rank: u32, config: &WorkerConfig) -> ToolAdvert
         policy: spec.policy,
         needs: spec.needs.clone(),
         pre_input: spec.pre_input.clone(),
+        outlives_caller: spec.outlives_caller,
         ttl_ms: clamp(
             spec.ttl
                 .unwrap_or(config.tasks.ttl)

@@ -83,6 +83,8 @@ pub struct ToolSpec {
     pub ttl: Option<Duration>,
     /// Suggested poll interval (default `MCPT_POLL_INTERVAL`).
     pub poll_interval: Option<Duration>,
+    /// Keep running when a synchronous caller goes away (default: such a call is cancelled).
+    pub outlives_caller: bool,
 }
 
 impl ToolSpec {
@@ -101,6 +103,7 @@ impl ToolSpec {
             pre_input: BTreeMap::new(),
             ttl: None,
             poll_interval: None,
+            outlives_caller: false,
         }
     }
 
@@ -136,6 +139,14 @@ impl ToolSpec {
     #[must_use]
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = Some(ttl);
+        self
+    }
+
+    /// Keep running when the client of a synchronous call disconnects, instead of being
+    /// cancelled (for work that must finish anyway, such as a deployment).
+    #[must_use]
+    pub fn outlives_caller(mut self) -> Self {
+        self.outlives_caller = true;
         self
     }
 

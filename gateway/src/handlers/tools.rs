@@ -62,7 +62,23 @@ enum Mode {
     Auto { declared: bool },
 }
 
-pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, DispatchError> {
+/// A call whose tool exists and whose arguments fit: what [`start`] needs.
+pub(crate) struct Prepared {
+    /// The tool's name.
+    pub(crate) name: String,
+    /// The arguments (an object).
+    pub(crate) args: Value,
+    /// The tool's advertisement.
+    pub(crate) tool: ToolAdvert,
+}
+
+/// Read a `tools/call`'s name and arguments: `Err` for a request error, `Ok(Err(result))`
+/// for arguments that break the tool's schema (a tool error the model can correct; no task,
+/// B-29).
+pub(crate) async fn prepare(
+    state: &Arc<State>,
+    req: &Request,
+) -> Result<Result<Prepared, CallToolResult>, DispatchError> {
     let name = req
         .params
         .get("name")
@@ -91,39 +107,50 @@ pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, Disp
             "Unknown tool: {name}"
         )));
     };
-    let caps = req.capabilities();
-    let declared = Capability::Tasks.declared_in(caps);
-    let mut needs: Vec<Capability> = tool.needs.iter().map(|n| (*n).into()).collect();
-    if tool.policy == Policy::TaskOnly {
-        needs.push(Capability::Tasks);
-    }
-    if let Some(missing) = missing_capabilities(&needs, caps) {
-        return Err(DispatchError::MissingCapability(missing));
-    }
-    // Arguments that break the schema: a tool error the model can correct; no task (B-29).
     if let Err(violation) = schema::validate(&tool.tool.input_schema, &args) {
-        let result =
-            CallToolResult::error_text(format!("invalid arguments for tool {name}: {violation}"))
-                .with_server_info();
-        return Ok(Reply::Json(result_bytes(&req.id, &result)));
+        return Ok(Err(CallToolResult::error_text(format!(
+            "invalid arguments for tool {name}: {violation}"
+        ))
+        .with_server_info()));
     }
-    // MRTR before any task exists (T-15).
-    let pre = match pre_input(&tool, &req)? {
-        Ok(answers) => answers,
-        Err(ask) => return Ok(Reply::Json(result_bytes(&req.id, &ask))),
-    };
-    let mode = match (tool.policy, declared) {
-        (Policy::Sync, _) | (Policy::Task, false) => Mode::Sync,
-        (Policy::Task | Policy::TaskOnly, true) => Mode::Task,
-        (Policy::Auto, declared) => Mode::Auto { declared },
-        (Policy::TaskOnly, false) => unreachable!("the capability check rejects this"),
-    };
-    let job = Job {
-        tool: name.to_owned(),
+    Ok(Ok(Prepared {
+        name: name.to_owned(),
         args,
-        caps: caps.clone(),
+        tool,
+    }))
+}
+
+/// A task created for a call.
+pub(crate) struct Launched {
+    /// The task id.
+    pub(crate) id: String,
+    /// `createdAt`, ms since the epoch.
+    pub(crate) created_ms: i64,
+    /// The task's lifetime.
+    pub(crate) ttl_ms: u64,
+    /// The watch asked for, made before the task existed so no change slips past it.
+    pub(crate) watch: Option<Watch>,
+    /// Cancels the task when dropped armed: the caller left before it learned the task.
+    pub(crate) guard: CancelOnDrop,
+}
+
+/// Create the task of a prepared call within its owner's limits, its lifetime capped at
+/// `ttl_cap` when given, watched when `watch`.
+pub(crate) async fn start(
+    state: &Arc<State>,
+    req: &Request,
+    call: &Prepared,
+    pre: Map<String, Value>,
+    ttl_cap: Option<Duration>,
+    watch: bool,
+) -> Result<Launched, DispatchError> {
+    let tool = &call.tool;
+    let job = Job {
+        tool: call.name.clone(),
+        args: call.args.clone(),
+        caps: req.capabilities().clone(),
         pre,
-        owner: owner(&req).to_owned(),
+        owner: owner(req).to_owned(),
         // This request's span when spans are exported (the worker's run is its child),
         // else the caller's own context unchanged.
         traceparent: mcp_tasks_shared::telemetry::current_traceparent(
@@ -135,14 +162,12 @@ pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, Disp
     };
     let id = new_task_id();
     tracing::Span::current().record("task.id", id.as_str());
-    let owner = owner(&req);
-    let sync_timeout = state.config.sync_timeout;
+    let owner = owner(req);
     // Bounded by this gateway's maximum too, whatever a worker advertises.
-    let ttl_ms = tool.ttl_ms.min(millis(state.config.tasks.max_ttl));
-    let ttl_ms = match mode {
-        Mode::Sync => ttl_ms.min(millis(sync_timeout + SYNC_TASK_SLACK)),
-        _ => ttl_ms,
-    };
+    let mut ttl_ms = tool.ttl_ms.min(millis(state.config.tasks.max_ttl));
+    if let Some(cap) = ttl_cap {
+        ttl_ms = ttl_ms.min(millis(cap));
+    }
     let new = NewTask {
         id: &id,
         ttl_ms: Some(ttl_ms),
@@ -155,30 +180,78 @@ pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, Disp
         queue: &tool.queue,
         job: &job,
     };
-    // Watch before creating, so the result cannot slip past a synchronous wait.
-    let mut watch = match mode {
-        Mode::Task => None,
-        _ => Some(state.hub.watch(&id).await?),
+    // Watch before creating, so the result cannot slip past a wait.
+    let watch = if watch {
+        Some(state.hub.watch(&id).await?)
+    } else {
+        None
     };
     // A client that goes away before it learns the task id cancels the task (T-58, B-16).
     let mut guard = CancelOnDrop::new(&state.store, &id, owner);
-    let created = match create(state, &new).await {
+    let created_ms = match create(state, &new).await {
         Ok(at) => at,
         Err(e) => {
             guard.disarm();
             return Err(e);
         }
     };
-    tracing::info!(task.id = %id, tool.name = %name, mode = ?mode, "task {id} created");
+    tracing::info!(task.id = %id, tool.name = %call.name, "task {id} created");
     mcp_tasks_shared::metrics::get().tasks_created.add(
         1,
         &[
-            opentelemetry::KeyValue::new("tool.name", name.to_owned()),
+            opentelemetry::KeyValue::new("tool.name", call.name.clone()),
             opentelemetry::KeyValue::new("queue.name", tool.queue.clone()),
         ],
     );
+    Ok(Launched {
+        id,
+        created_ms,
+        ttl_ms,
+        watch,
+        guard,
+    })
+}
+
+pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, DispatchError> {
+    let call = match prepare(state, &req).await? {
+        Ok(call) => call,
+        Err(invalid) => return Ok(Reply::Json(result_bytes(&req.id, &invalid))),
+    };
+    let tool = &call.tool;
+    let name = call.name.as_str();
+    let caps = req.capabilities();
+    let declared = Capability::Tasks.declared_in(caps);
+    let mut needs: Vec<Capability> = tool.needs.iter().map(|n| (*n).into()).collect();
+    if tool.policy == Policy::TaskOnly {
+        needs.push(Capability::Tasks);
+    }
+    if let Some(missing) = missing_capabilities(&needs, caps) {
+        return Err(DispatchError::MissingCapability(missing));
+    }
+    // MRTR before any task exists (T-15).
+    let pre = match pre_input(tool, &req)? {
+        Ok(answers) => answers,
+        Err(ask) => return Ok(Reply::Json(result_bytes(&req.id, &ask))),
+    };
+    let mode = match (tool.policy, declared) {
+        (Policy::Sync, _) | (Policy::Task, false) => Mode::Sync,
+        (Policy::Task | Policy::TaskOnly, true) => Mode::Task,
+        (Policy::Auto, declared) => Mode::Auto { declared },
+        (Policy::TaskOnly, false) => unreachable!("the capability check rejects this"),
+    };
+    let sync_timeout = state.config.sync_timeout;
+    let ttl_cap = (mode == Mode::Sync).then_some(sync_timeout + SYNC_TASK_SLACK);
+    let Launched {
+        id,
+        created_ms,
+        ttl_ms,
+        mut watch,
+        mut guard,
+    } = start(state, &req, &call, pre, ttl_cap, mode != Mode::Task).await?;
+    tracing::debug!(task.id = %id, mode = ?mode, "call mode");
+    let owner = owner(&req);
     let handle = || {
-        let created = rfc3339_millis(created);
+        let created = rfc3339_millis(created_ms);
         CreateTaskResult {
             result_type: "task",
             task_id: id.clone(),
@@ -261,7 +334,7 @@ fn sync_reply(req: &Request, rec: &TaskRecord) -> Result<Reply, DispatchError> {
 }
 
 /// How a synchronous wait ended.
-enum Wait {
+pub(crate) enum Wait {
     /// The task is terminal.
     Done(Box<TaskRecord>),
     /// The task asked for input.
@@ -271,7 +344,7 @@ enum Wait {
 }
 
 /// Wait until the watched task is terminal or asks for input, or until `until`.
-async fn wait_terminal(
+pub(crate) async fn wait_terminal(
     store: &Store,
     owner: &str,
     watch: &mut Watch,
@@ -403,7 +476,7 @@ fn continue_limited(max: u32) -> Result<(), DispatchError> {
 }
 
 /// Cancels the task if dropped while armed (the request future was dropped: the client left).
-struct CancelOnDrop {
+pub(crate) struct CancelOnDrop {
     store: Store,
     id: String,
     owner: String,
@@ -420,7 +493,7 @@ impl CancelOnDrop {
         }
     }
 
-    fn disarm(&mut self) {
+    pub(crate) fn disarm(&mut self) {
         self.armed = false;
     }
 }

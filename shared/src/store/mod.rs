@@ -529,6 +529,106 @@ impl Store {
         Ok(found)
     }
 
+    /// Store a 2025-era session record for `ttl` (idle timeout).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn put_session(&self, id: &str, record: &str, ttl: Duration) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let _: () = con.pset_ex(keys::session_key(id), record, ttl_ms).await?;
+        Ok(())
+    }
+
+    /// Read a session record and restart its idle timeout, in one command (`GETEX`);
+    /// `None` when it never existed, expired or was ended.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn touch_session(&self, id: &str, ttl: Duration) -> StoreResult<Option<String>> {
+        let mut con = self.con.clone();
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let record: Option<String> = redis::cmd("GETEX")
+            .arg(keys::session_key(id))
+            .arg("PX")
+            .arg(ttl_ms)
+            .query_async(&mut con)
+            .await?;
+        Ok(record)
+    }
+
+    /// End a session; `false` when there was none.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn end_session(&self, id: &str) -> StoreResult<bool> {
+        let mut con = self.con.clone();
+        let removed: u64 = con.del(keys::session_key(id)).await?;
+        Ok(removed > 0)
+    }
+
+    /// Remember that request `request_id` of session `session_id` runs as task `task_id`.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn remember_call(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        task_id: &str,
+        ttl: Duration,
+    ) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let _: () = con
+            .pset_ex(keys::call_key(session_id, request_id), task_id, ttl_ms)
+            .await?;
+        Ok(())
+    }
+
+    /// The task request `request_id` of session `session_id` runs as, if remembered.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn called_task(
+        &self,
+        session_id: &str,
+        request_id: &str,
+    ) -> StoreResult<Option<String>> {
+        let mut con = self.con.clone();
+        Ok(con.get(keys::call_key(session_id, request_id)).await?)
+    }
+
+    /// One `SCAN` step over `owner`'s task hashes: the next cursor (0 at the end) and the
+    /// task ids found in this step (possibly none; an id may repeat across steps).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn scan_tasks(
+        &self,
+        owner: &str,
+        cursor: u64,
+        count: usize,
+    ) -> StoreResult<(u64, Vec<String>)> {
+        let mut con = self.con.clone();
+        let (next, found): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(keys::owner_tasks_pattern(owner))
+            .arg("COUNT")
+            .arg(count)
+            .arg("TYPE")
+            .arg("hash")
+            .query_async(&mut con)
+            .await?;
+        let ids = found
+            .iter()
+            .filter_map(|k| keys::task_of_key(k))
+            .map(str::to_owned)
+            .collect();
+        Ok((next, ids))
+    }
+
     /// Create the consumer group of each queue (and the stream) if missing.
     ///
     /// # Errors

@@ -63,6 +63,9 @@ pub struct ToolAdvert {
     /// Input the call must carry before a task is created (MRTR round, T-15): key → request.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub pre_input: BTreeMap<String, InputRequest>,
+    /// Keep running when the caller of a synchronous call goes away (2025 sessions).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outlives_caller: bool,
     /// Task lifetime in ms.
     pub ttl_ms: u64,
     /// Suggested poll interval in ms.

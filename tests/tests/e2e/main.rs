@@ -8,6 +8,7 @@ mod cli;
 mod cluster_of_two;
 mod command_tools;
 mod interop;
+mod legacy;
 mod lifecycle;
 mod listen;
 mod local_cluster;

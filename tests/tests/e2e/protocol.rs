@@ -1425,33 +1425,30 @@ async fn removed_and_unknown_methods_are_404_32601() -> Result<()> {
     Ok(())
 }
 
-/// B-24: a legacy `initialize` (no `_meta`, no MCP headers, a 2025 version in params) is
-/// 400 / -32022 with `data.supported` and `data.requested`.
+/// B-24 as this server extends it: a 2025 `initialize` (no `_meta`, a 2025 version in
+/// params) starts a 2025 session (`legacy.rs`) with the client's version when served, else
+/// the newest 2025 revision; the 2026 path still names only 2026-07-28 in -32022.
 #[tokio::test]
-async fn legacy_initialize_is_400_32022_naming_supported_versions() -> Result<()> {
+async fn legacy_initialize_starts_a_2025_session() -> Result<()> {
     let ctx = TestContext::start(1, 0).await?;
     let client = ctx.client();
     let legacy = [
         ("content-type", "application/json"),
         ("accept", "application/json, text/event-stream"),
     ];
-    for version in ["2025-11-25", "2025-06-18", "2024-11-05"] {
+    for (asked, got) in [
+        ("2025-11-25", "2025-11-25"),
+        ("2025-06-18", "2025-06-18"),
+        ("2025-03-26", "2025-03-26"),
+        ("2024-11-05", "2025-11-25"),
+    ] {
         let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": version, "capabilities": {},
+            "protocolVersion": asked, "capabilities": {},
             "clientInfo": {"name": "old-client", "version": "1.32.2"}}});
         let r = client.post_raw(&legacy, bytes(&body)).await?;
-        let e = rpc_error_for(&r, &json!(0), 400, -32022);
-        assert_eq!(e["data"]["supported"], json!([VERSION]), "{e}");
-        assert_eq!(e["data"]["requested"], version, "{e}");
-        // The same with the legacy version header a 2025 client may send.
-        let h = [
-            ("content-type", "application/json"),
-            ("accept", "application/json, text/event-stream"),
-            ("mcp-protocol-version", version),
-        ];
-        let r = client.post_raw(&h, bytes(&body)).await?;
-        let e = rpc_error_for(&r, &json!(0), 400, -32022);
-        assert_eq!(e["data"]["supported"], json!([VERSION]), "{e}");
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.body["result"]["protocolVersion"], got, "{}", r.body);
+        assert!(r.headers.get("mcp-session-id").is_some());
     }
     ctx.cleanup().await;
     Ok(())

@@ -1,0 +1,475 @@
+//! `tools/call` in a 2025 session, and following a task to its end on a response stream
+//! (also what `tasks/result` does).
+//!
+//! A synchronous call is a durable task like any other. Its SSE response carries, in order:
+//! `notifications/progress` for each new status message (when the request had a
+//! `progressToken`), the task's input requests as server-to-client requests, a keep-alive
+//! comment every 15 s so idle-timeout proxies leave it open, and the call's response. A
+//! client that goes away cancels the task unless its tool outlives its caller.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use mcp_tasks_shared::protocol::jsonrpc::{
+    self, ErrorObject, INTERNAL_ERROR, Id, METHOD_NOT_FOUND,
+};
+use mcp_tasks_shared::protocol::meta::{Capability, missing_capabilities};
+use mcp_tasks_shared::protocol::tasks::TaskStatus;
+use mcp_tasks_shared::protocol::time::now_millis;
+use mcp_tasks_shared::store::TaskRecord;
+use mcp_tasks_shared::store::events::{TaskEvent, Watch};
+use mcp_tasks_shared::store::registry::Policy;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use super::{Session, input_request_id};
+use crate::State;
+use crate::envelope::Request;
+use crate::error::DispatchError;
+use crate::handlers::tools::{self, CancelOnDrop, Launched};
+use crate::http::{Reply, sse_event};
+
+/// An SSE comment at least this often on a quiet stream, so proxies do not cut it.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// `_meta` key tying a message to a task (2025-11-25).
+pub(super) const RELATED_TASK_KEY: &str = "io.modelcontextprotocol/related-task";
+
+/// How long the request id of a synchronous call stays mapped to its task.
+const CALL_MEMORY: Duration = Duration::from_secs(24 * 3600);
+
+/// A synchronous call's task outlives its wait by this much, then expires.
+const SYNC_TASK_SLACK: Duration = Duration::from_secs(60);
+
+pub(super) async fn call(
+    state: &Arc<State>,
+    session: &Session,
+    req: Request,
+    accepts_sse: bool,
+) -> Result<Reply, DispatchError> {
+    let call = match tools::prepare(state, &req).await? {
+        Ok(call) => call,
+        Err(invalid) => return Ok(Reply::Json(jsonrpc::result_bytes(&req.id, &invalid))),
+    };
+    let tool = &call.tool;
+    let name = call.name.as_str();
+    if !tool.pre_input.is_empty() {
+        return Err(DispatchError::InvalidParams(format!(
+            "tool {name} asks for input before it starts, which protocol {} cannot carry; call it with protocol 2026-07-28",
+            session.version
+        )));
+    }
+    let task = match req.params.get("task") {
+        None | Some(Value::Null) => None,
+        Some(t @ Value::Object(_)) if session.has_tasks() => Some(t.clone()),
+        Some(Value::Object(_)) => None,
+        Some(_) => {
+            return Err(DispatchError::InvalidParams(
+                "params.task must be an object like {\"ttl\": 60000}".into(),
+            ));
+        }
+    };
+    if session.has_tasks() {
+        if task.is_some() && tool.policy == Policy::Sync {
+            return Err(ErrorObject::new(
+                METHOD_NOT_FOUND,
+                format!("tool {name} does not run as a task (execution.taskSupport is \"forbidden\"); call it without params.task"),
+            )
+            .into());
+        }
+        if task.is_none() && tool.policy == Policy::TaskOnly {
+            return Err(ErrorObject::new(
+                METHOD_NOT_FOUND,
+                format!("tool {name} runs only as a task (execution.taskSupport is \"required\"); call it with params.task"),
+            )
+            .into());
+        }
+    }
+    let needs: Vec<Capability> = tool.needs.iter().map(|n| (*n).into()).collect();
+    if let Some(missing) = missing_capabilities(&needs, req.capabilities()) {
+        return Err(DispatchError::MissingCapability(missing));
+    }
+    if let Some(task) = task {
+        let ttl = match task.get("ttl") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(Duration::from_millis(v.as_u64().ok_or_else(|| {
+                DispatchError::InvalidParams(
+                    "params.task.ttl must be a non-negative integer of milliseconds".into(),
+                )
+            })?)),
+        };
+        let Launched {
+            id,
+            created_ms,
+            ttl_ms,
+            mut guard,
+            ..
+        } = tools::start(state, &req, &call, Map::new(), ttl, false).await?;
+        guard.disarm();
+        let created = mcp_tasks_shared::protocol::time::rfc3339_millis(created_ms);
+        let result = json!({
+            "task": {
+                "taskId": id,
+                "status": "working",
+                "createdAt": created,
+                "lastUpdatedAt": created,
+                "ttl": ttl_ms,
+                "pollInterval": tool.poll_interval_ms,
+            },
+        });
+        return Ok(Reply::Json(jsonrpc::result_bytes(&req.id, &result)));
+    }
+    let progress = req.meta().get("progressToken").cloned();
+    // Without a stream the answer must wait in one response, as long as MCPT_SYNC_TIMEOUT.
+    let deadline = (!accepts_sse).then(|| Instant::now() + state.config.sync_timeout);
+    let ttl_cap = (!accepts_sse).then(|| state.config.sync_timeout + SYNC_TASK_SLACK);
+    let Launched {
+        id, watch, guard, ..
+    } = tools::start(state, &req, &call, Map::new(), ttl_cap, true).await?;
+    let Some(watch) = watch else {
+        return Err(DispatchError::Internal(
+            "no watch for a waiting call".into(),
+        ));
+    };
+    if let Ok(rid) = serde_json::to_string(&req.id)
+        && let Err(e) = state
+            .store
+            .remember_call(&session.id, &rid, &id, CALL_MEMORY)
+            .await
+    {
+        tracing::warn!(task.id = %id, error = %e, "cannot remember the call's task; notifications/cancelled will not reach it");
+    }
+    let mut rx = follow(
+        state.clone(),
+        watch,
+        Follow {
+            task_id: id,
+            owner: session.owner.clone(),
+            request_id: req.id.clone(),
+            progress,
+            guard: Some(guard),
+            outlives: tool.outlives_caller,
+            related: false,
+            json_only: !accepts_sse,
+            deadline,
+            name: name.to_owned(),
+        },
+    );
+    if accepts_sse {
+        return Ok(Reply::Sse(rx));
+    }
+    match rx.recv().await {
+        Some(bytes) => Ok(Reply::Json(bytes.to_vec())),
+        None => Err(DispatchError::Internal(
+            "the call ended without a response".into(),
+        )),
+    }
+}
+
+/// The task a session's synchronous request runs as.
+pub(super) async fn task_of_request(
+    state: &Arc<State>,
+    session: &Session,
+    request_id: &Value,
+) -> Option<String> {
+    let rid = serde_json::to_string(request_id).ok()?;
+    match state.store.called_task(&session.id, &rid).await {
+        Ok(task) => task,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot look up a cancelled call");
+            None
+        }
+    }
+}
+
+/// What to follow and how to answer.
+pub(super) struct Follow {
+    pub(super) task_id: String,
+    pub(super) owner: String,
+    /// The request the stream answers.
+    pub(super) request_id: Id,
+    /// The request's `progressToken`: status messages become `notifications/progress`.
+    pub(super) progress: Option<Value>,
+    /// Armed: the task is cancelled if the client leaves first.
+    pub(super) guard: Option<CancelOnDrop>,
+    /// The tool keeps running when its caller leaves.
+    pub(super) outlives: bool,
+    /// `tasks/result`: messages carry the related-task `_meta`, and status changes are
+    /// sent as `notifications/tasks/status`.
+    pub(super) related: bool,
+    /// Send only the final response, unframed (a JSON reply); input requests are an error.
+    pub(super) json_only: bool,
+    /// Give up at this instant (JSON replies).
+    pub(super) deadline: Option<Instant>,
+    /// The tool, for messages.
+    pub(super) name: String,
+}
+
+/// Follow a task until it ends, on a spawned task feeding the returned stream.
+pub(super) fn follow(state: Arc<State>, watch: Watch, f: Follow) -> mpsc::Receiver<Bytes> {
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(run(state, watch, f, tx));
+    rx
+}
+
+/// Why following stopped before the end.
+enum Stop {
+    /// The client went away.
+    Left,
+    /// The final response was sent.
+    Done,
+}
+
+struct Follower {
+    f: Follow,
+    tx: mpsc::Sender<Bytes>,
+    seen_version: u64,
+    last_message: Option<String>,
+    last_status: Option<TaskStatus>,
+    asked: HashSet<String>,
+    progress_n: u64,
+}
+
+impl Follower {
+    async fn send(&self, json: &[u8]) -> Result<(), Stop> {
+        let frame = if self.f.json_only {
+            Bytes::copy_from_slice(json)
+        } else {
+            sse_event(json)
+        };
+        self.tx.send(frame).await.map_err(|_| Stop::Left)
+    }
+
+    fn related_meta(&self) -> Value {
+        json!({ RELATED_TASK_KEY: { "taskId": self.f.task_id } })
+    }
+
+    async fn finish_with_error(&mut self, error: ErrorObject) -> Stop {
+        let bytes = jsonrpc::error_bytes(Some(&self.f.request_id), &error);
+        match self.send(&bytes).await {
+            Ok(()) => Stop::Done,
+            Err(stop) => stop,
+        }
+    }
+
+    /// Act on one state of the task; `Err` ends the stream.
+    async fn on_record(&mut self, rec: &TaskRecord) -> Result<(), Stop> {
+        if self.seen_version != 0 && rec.version <= self.seen_version {
+            return Ok(());
+        }
+        self.seen_version = rec.version;
+        let task = rec.to_detailed();
+        if self.f.json_only {
+            if task.status == TaskStatus::InputRequired {
+                // Like a 2026 synchronous call: the guard stays armed and cancels the task.
+                return Err(self
+                    .finish_with_error(ErrorObject::new(
+                        INTERNAL_ERROR,
+                        format!(
+                            "tool {} needs input while it runs, which a JSON response cannot carry; send Accept: text/event-stream. The call was cancelled",
+                            self.f.name
+                        ),
+                    ))
+                    .await);
+            }
+        } else {
+            if self.f.related && self.last_status != Some(task.status) {
+                let mut params = super::tasks::task_json(&task);
+                params["_meta"] = self.related_meta();
+                let n = json!({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": params});
+                self.send(n.to_string().as_bytes()).await?;
+            }
+            if let Some(token) = &self.f.progress
+                && task.status == TaskStatus::Working
+                && task.status_message.is_some()
+                && task.status_message != self.last_message
+            {
+                self.progress_n += 1;
+                let mut params = json!({
+                    "progressToken": token,
+                    "progress": self.progress_n,
+                    "message": task.status_message,
+                });
+                if self.f.related {
+                    params["_meta"] = self.related_meta();
+                }
+                let n =
+                    json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params});
+                self.send(n.to_string().as_bytes()).await?;
+            }
+            if let Some(requests) = &task.input_requests {
+                for (key, request) in requests {
+                    if !self.asked.insert(key.clone()) {
+                        continue;
+                    }
+                    let Ok(mut request) = serde_json::from_str::<Map<String, Value>>(request.get())
+                    else {
+                        continue;
+                    };
+                    if self.f.related {
+                        let params = request
+                            .entry("params")
+                            .or_insert_with(|| Value::Object(Map::new()));
+                        if let Value::Object(p) = params {
+                            p.insert("_meta".into(), self.related_meta());
+                        }
+                    }
+                    request.insert("jsonrpc".into(), json!("2.0"));
+                    request.insert("id".into(), json!(input_request_id(&self.f.task_id, key)));
+                    self.send(Value::Object(request).to_string().as_bytes())
+                        .await?;
+                }
+            }
+        }
+        self.last_status = Some(task.status);
+        self.last_message.clone_from(&task.status_message);
+        if !task.status.is_terminal() {
+            return Ok(());
+        }
+        let bytes = match task.status {
+            TaskStatus::Completed => {
+                let mut result: Map<String, Value> = task
+                    .result
+                    .as_ref()
+                    .and_then(|r| serde_json::from_str(r.get()).ok())
+                    .unwrap_or_default();
+                if self.f.related {
+                    let meta = result
+                        .entry("_meta")
+                        .or_insert_with(|| Value::Object(Map::new()));
+                    if let Value::Object(m) = meta {
+                        m.insert(RELATED_TASK_KEY.into(), json!({ "taskId": self.f.task_id }));
+                    }
+                }
+                jsonrpc::result_bytes(&self.f.request_id, &result)
+            }
+            TaskStatus::Failed => jsonrpc::error_bytes(
+                Some(&self.f.request_id),
+                &task
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| ErrorObject::new(INTERNAL_ERROR, "the tool failed")),
+            ),
+            _ => jsonrpc::error_bytes(
+                Some(&self.f.request_id),
+                &ErrorObject::new(
+                    INTERNAL_ERROR,
+                    format!("task {} was cancelled", self.f.task_id),
+                ),
+            ),
+        };
+        if let Some(guard) = self.f.guard.as_mut() {
+            guard.disarm();
+        }
+        self.send(&bytes).await?;
+        Err(Stop::Done)
+    }
+}
+
+async fn run(state: Arc<State>, mut watch: Watch, f: Follow, tx: mpsc::Sender<Bytes>) {
+    let mut me = Follower {
+        f,
+        tx,
+        seen_version: 0,
+        last_message: None,
+        last_status: None,
+        asked: HashSet::new(),
+        progress_n: 0,
+    };
+    let stop = follow_until_done(&state, &mut watch, &mut me).await;
+    if let Stop::Left = stop
+        && let Some(mut guard) = me.f.guard.take()
+    {
+        if me.f.outlives {
+            tracing::info!(task.id = %me.f.task_id, "caller left; the task keeps running");
+            guard.disarm();
+        } else {
+            tracing::info!(task.id = %me.f.task_id, "caller left a synchronous call; cancelling its task");
+        }
+    }
+}
+
+async fn follow_until_done(state: &Arc<State>, watch: &mut Watch, me: &mut Follower) -> Stop {
+    let mut keepalive = tokio::time::interval(KEEPALIVE);
+    keepalive.tick().await;
+    let mut pending = match state.store.get_task(&me.f.task_id, &me.f.owner).await {
+        Ok(Some(rec)) => Some(rec),
+        Ok(None) => {
+            return me
+                .finish_with_error(ErrorObject::new(jsonrpc::INVALID_PARAMS, "Task not found"))
+                .await;
+        }
+        Err(e) => {
+            tracing::warn!(task.id = %me.f.task_id, error = %e, "cannot read the task; waiting for its events");
+            None
+        }
+    };
+    let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
+    let deadline = me.f.deadline.unwrap_or(far);
+    let mut expires = far;
+    loop {
+        let rec = match pending.take() {
+            Some(rec) => rec,
+            None => {
+                let event = tokio::select! {
+                    () = me.tx.closed() => return Stop::Left,
+                    ev = watch.recv() => ev,
+                    _ = keepalive.tick(), if !me.f.json_only => {
+                        if me.tx.send(Bytes::from_static(b": keepalive\n\n")).await.is_err() {
+                            return Stop::Left;
+                        }
+                        continue;
+                    }
+                    () = tokio::time::sleep_until(deadline.into()) => {
+                        let why = format!(
+                            "tool {} did not finish within {} s (MCPT_SYNC_TIMEOUT); the call was cancelled",
+                            me.f.name,
+                            state.config.sync_timeout.as_secs()
+                        );
+                        return me.finish_with_error(ErrorObject::new(INTERNAL_ERROR, why)).await;
+                    }
+                    // Past its TTL a task changes without an event: read what it became.
+                    () = tokio::time::sleep_until(expires.into()) => Some(TaskEvent::Resync),
+                };
+                match event {
+                    None => {
+                        return me
+                            .finish_with_error(ErrorObject::new(
+                                INTERNAL_ERROR,
+                                "the gateway is shutting down",
+                            ))
+                            .await;
+                    }
+                    Some(TaskEvent::Changed(rec)) => Arc::unwrap_or_clone(rec),
+                    Some(TaskEvent::Resync) => {
+                        match state.store.get_task(&me.f.task_id, &me.f.owner).await {
+                            Ok(Some(rec)) => rec,
+                            Ok(None) => {
+                                return me
+                                    .finish_with_error(ErrorObject::new(
+                                        INTERNAL_ERROR,
+                                        "Task expired before completion",
+                                    ))
+                                    .await;
+                            }
+                            Err(e) => {
+                                tracing::warn!(task.id = %me.f.task_id, error = %e, "cannot re-read the task");
+                                expires = Instant::now() + Duration::from_secs(1);
+                                continue;
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        if let Some(deadline_ms) = rec.deadline_ms() {
+            let left = u64::try_from(deadline_ms.saturating_sub(now_millis())).unwrap_or(0);
+            expires = Instant::now() + Duration::from_millis(left + 10);
+        }
+        if let Err(stop) = me.on_record(&rec).await {
+            return stop;
+        }
+    }
+}

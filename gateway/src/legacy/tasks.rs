@@ -1,0 +1,201 @@
+//! The 2025-11-25 tasks API over the same Redis tasks as 2026-07-28: `tasks/get`,
+//! `tasks/result`, `tasks/list`, `tasks/cancel`. A task is its owner's whichever revision
+//! created it; ids, states and results are the same in both.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mcp_tasks_shared::protocol::jsonrpc::result_bytes;
+use mcp_tasks_shared::protocol::tasks::{DetailedTask, TaskStatus};
+use mcp_tasks_shared::protocol::time::{now_millis, rfc3339_millis};
+use mcp_tasks_shared::store::{TaskRecord, is_plausible_task_id};
+use serde_json::{Value, json};
+
+use super::call::{Follow, follow};
+use crate::State;
+use crate::envelope::Request;
+use crate::error::DispatchError;
+use crate::handlers::{owner, task_id};
+use crate::http::Reply;
+
+/// Tasks per `tasks/list` page.
+const PAGE: usize = 50;
+
+/// Keys one `SCAN` step examines; a page takes at most [`MAX_STEPS`] steps.
+const SCAN_COUNT: usize = 1000;
+const MAX_STEPS: usize = 32;
+
+/// How long `tasks/cancel` waits for a running task's worker to confirm.
+const CANCEL_CONFIRM: Duration = Duration::from_secs(2);
+
+/// The 2025-11-25 `Task` of a task's current state.
+pub(super) fn task_json(task: &DetailedTask) -> Value {
+    let mut t = json!({
+        "taskId": task.task_id,
+        "status": task.status.as_str(),
+        "createdAt": task.created_at,
+        "lastUpdatedAt": task.last_updated_at,
+        "ttl": task.ttl_ms,
+    });
+    if let Some(m) = &task.status_message {
+        t["statusMessage"] = json!(m);
+    }
+    if let Some(p) = task.poll_interval_ms {
+        t["pollInterval"] = json!(p);
+    }
+    t
+}
+
+/// The caller's task named by `params.taskId`, or -32602 for an unknown, expired or foreign one.
+async fn find(state: &Arc<State>, req: &Request) -> Result<TaskRecord, DispatchError> {
+    let id = task_id(req)?;
+    if !is_plausible_task_id(id) {
+        return Err(DispatchError::TaskNotFound);
+    }
+    tracing::Span::current().record("task.id", id);
+    state
+        .store
+        .get_task(id, owner(req))
+        .await?
+        .filter(|r| r.owner == owner(req))
+        .ok_or(DispatchError::TaskNotFound)
+}
+
+/// `tasks/get`: the task, without related-task metadata (the spec forbids it here).
+pub(super) async fn get(state: &Arc<State>, req: &Request) -> Result<Reply, DispatchError> {
+    let rec = find(state, req).await?;
+    Ok(Reply::Json(result_bytes(
+        &req.id,
+        &task_json(&rec.to_detailed()),
+    )))
+}
+
+/// `tasks/result`: the call's own response once the task ends. While it waits, the task's
+/// input requests reach the client on this stream (its answers come back as responses),
+/// with its status changes as `notifications/tasks/status`.
+pub(super) async fn result(
+    state: &Arc<State>,
+    req: Request,
+    accepts_sse: bool,
+) -> Result<Reply, DispatchError> {
+    let rec = find(state, &req).await?;
+    // Watch first, then read again inside `follow`: no change slips between.
+    let watch = state.hub.watch(&rec.id).await?;
+    let mut rx = follow(
+        state.clone(),
+        watch,
+        Follow {
+            task_id: rec.id.clone(),
+            owner: owner(&req).to_owned(),
+            request_id: req.id.clone(),
+            progress: None,
+            guard: None,
+            outlives: true,
+            related: true,
+            json_only: !accepts_sse,
+            deadline: None,
+            name: rec.tool.clone(),
+        },
+    );
+    if accepts_sse {
+        return Ok(Reply::Sse(rx));
+    }
+    match rx.recv().await {
+        Some(bytes) => Ok(Reply::Json(bytes.to_vec())),
+        None => Err(DispatchError::Internal(
+            "the task ended without a response".into(),
+        )),
+    }
+}
+
+/// `tasks/list`: the caller's tasks only (their hash names carry the owner), newest first
+/// within a page. The cursor is a Redis `SCAN` cursor; a page may be short.
+pub(super) async fn list(state: &Arc<State>, req: &Request) -> Result<Reply, DispatchError> {
+    let mut cursor: u64 = match req.params.get("cursor") {
+        None | Some(Value::Null) => 0,
+        Some(Value::String(c)) => c
+            .strip_prefix("scan:")
+            .and_then(|n| n.parse().ok())
+            .filter(|n| *n != 0)
+            .ok_or_else(|| {
+                DispatchError::InvalidParams(
+                    "invalid cursor: pass back the nextCursor of an earlier tasks/list".into(),
+                )
+            })?,
+        Some(_) => {
+            return Err(DispatchError::InvalidParams(
+                "invalid cursor: it must be a string".into(),
+            ));
+        }
+    };
+    let mut ids: Vec<String> = Vec::new();
+    for _ in 0..MAX_STEPS {
+        let (next, found) = state
+            .store
+            .scan_tasks(owner(req), cursor, SCAN_COUNT)
+            .await?;
+        for id in found {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        cursor = next;
+        if cursor == 0 || ids.len() >= PAGE {
+            break;
+        }
+    }
+    let records = state.store.get_tasks(&ids, owner(req)).await?;
+    let mut tasks: Vec<TaskRecord> = records
+        .into_iter()
+        .flatten()
+        .filter(|r| r.owner == owner(req))
+        .collect();
+    tasks.sort_by_key(|t| std::cmp::Reverse(t.created_ms));
+    let now = now_millis();
+    let listed: Vec<Value> = tasks
+        .iter()
+        .map(|r| task_json(&r.to_detailed_at(now)))
+        .collect();
+    let mut result = json!({ "tasks": listed });
+    if cursor != 0 {
+        result["nextCursor"] = json!(format!("scan:{cursor}"));
+    }
+    Ok(Reply::Json(result_bytes(&req.id, &result)))
+}
+
+/// `tasks/cancel`: the task as it ends. A terminal task cannot be cancelled (-32602).
+pub(super) async fn cancel(state: &Arc<State>, req: &Request) -> Result<Reply, DispatchError> {
+    let rec = find(state, req).await?;
+    let before = rec.to_detailed();
+    if before.status.is_terminal() {
+        return Err(DispatchError::InvalidParams(format!(
+            "Cannot cancel task {}: it is already {}",
+            rec.id,
+            before.status.as_str()
+        )));
+    }
+    let mut watch = state.hub.watch(&rec.id).await?;
+    if !state.store.cancel(&rec.id, owner(req)).await? {
+        return Err(DispatchError::TaskNotFound);
+    }
+    // A queued or waiting task is cancelled by now; a running one when its worker stops it,
+    // which it must (a finishing worker honours the cancel flag): wait a moment for that.
+    let until = Instant::now() + CANCEL_CONFIRM;
+    let mut now = state.store.get_task(&rec.id, owner(req)).await?;
+    while !now.as_ref().is_none_or(TaskRecord::is_terminal) {
+        match tokio::time::timeout_at(until.into(), watch.recv()).await {
+            Ok(Some(_)) => now = state.store.get_task(&rec.id, owner(req)).await?,
+            Ok(None) | Err(_) => break,
+        }
+    }
+    let mut task = match now {
+        Some(r) => r.to_detailed(),
+        None => return Err(DispatchError::TaskNotFound),
+    };
+    if !task.status.is_terminal() {
+        task.status = TaskStatus::Cancelled;
+        task.status_message = Some("Cancelled by request".into());
+        task.last_updated_at = rfc3339_millis(now_millis());
+    }
+    Ok(Reply::Json(result_bytes(&req.id, &task_json(&task))))
+}
