@@ -2,11 +2,12 @@
 //!
 //! This module reads and checks the catalog: every mistake stops the worker at start with
 //! one line naming the file, the entry and the field (the binary exits 64, as for a bad
-//! variable). Running a declared command is `catalog/command.rs`. An `[[upstream]]` entry
+//! variable). Running a declared command is `catalog/command.rs`; an `[[http]]` entry (a
+//! fixed URL called with the arguments as JSON, its `202` jobs polled) is checked and run
+//! by `catalog/http.rs`, which documents its polling protocol. An `[[upstream]]` entry
 //! (an existing MCP server, over stdio or Streamable HTTP) is checked here, but its tools
 //! are only known once [`Catalog::connect`] has started it and read its `tools/list`;
-//! `catalog/upstream.rs` documents the entry and how calls are forwarded. `[[http]]` is
-//! refused as not built yet.
+//! `catalog/upstream.rs` documents the entry and how calls are forwarded.
 //!
 //! ```toml
 //! [[command]]
@@ -22,6 +23,7 @@
 //! brace), so an argument can never add, split or reinterpret elements.
 
 mod command;
+mod http;
 mod upstream;
 
 use std::collections::HashSet;
@@ -57,6 +59,16 @@ const COMMON_FIELDS: [&str; 8] = [
 
 /// Fields only `[[command]]` takes.
 const COMMAND_FIELDS: [&str; 6] = ["argv", "stdin", "cwd", "env", "progress", "max_output"];
+
+/// Fields only `[[http]]` takes (`catalog/http.rs`).
+const HTTP_FIELDS: [&str; 6] = [
+    "url",
+    "method",
+    "headers",
+    "cancel",
+    "max_output",
+    "timeout",
+];
 
 /// A mistake in the catalog, as one line: `MCPT_TOOLS_FILE=PATH: WHERE: WHAT`.
 #[derive(Debug, thiserror::Error)]
@@ -179,15 +191,10 @@ pub fn parse(
     let mut upstreams = Vec::new();
     for (kind, entries) in &table {
         match kind.as_str() {
-            "command" | "upstream" => {}
-            "http" => {
-                return Err(fail(format!(
-                    "[[{kind}]]: this kind of entry is not built yet (only [[command]] and [[upstream]] are)"
-                )));
-            }
+            "command" | "http" | "upstream" => {}
             other => {
                 return Err(fail(format!(
-                    "unknown key {other:?} (expected [[command]] or [[upstream]] entries)"
+                    "unknown key {other:?} (expected [[command]], [[http]] or [[upstream]] entries)"
                 )));
             }
         }
@@ -222,9 +229,12 @@ pub fn parse(
                 upstreams.push(up);
                 continue;
             }
-            let tool = command_entry(entry, base, config)
-                .map_err(|e| fail(format!("{}: field {}: {}", place(name), e.field, e.problem)))?;
-            let name = tool.spec.tool.name.clone();
+            let tool: Arc<dyn Tool> = match kind.as_str() {
+                "http" => http::entry(entry, config).map(|t| Arc::new(t) as Arc<dyn Tool>),
+                _ => command_entry(entry, base, config).map(|t| Arc::new(t) as Arc<dyn Tool>),
+            }
+            .map_err(|e| fail(format!("{}: field {}: {}", place(name), e.field, e.problem)))?;
+            let name = tool.spec().tool.name;
             let clash = if reserved.contains(&name) {
                 Some("is also the name of a built-in tool (MCPT_TOOLS)")
             } else if !seen.insert(name.clone()) {
@@ -238,7 +248,7 @@ pub fn parse(
                     place(Some(&name))
                 )));
             }
-            tools.push(Arc::new(tool));
+            tools.push(tool);
         }
     }
     Ok(Catalog {
@@ -676,7 +686,7 @@ mod tests {
             ),
             (
                 "[[http]]\nname = \"a\"\n",
-                "t.toml: [[http]]: this kind of entry is not built yet",
+                "t.toml: [[http]] #1 (\"a\"): field url: missing",
             ),
             (
                 "[[upstream]]\nname = \"a\"\n",
@@ -684,7 +694,7 @@ mod tests {
             ),
             (
                 "name = \"a\"\n",
-                "unknown key \"name\" (expected [[command]] or [[upstream]] entries)",
+                "unknown key \"name\" (expected [[command]], [[http]] or [[upstream]] entries)",
             ),
             ("[[command]\n", "not valid TOML at line 1"),
         ];

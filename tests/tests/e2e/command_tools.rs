@@ -344,7 +344,7 @@ async fn catalog_with_mistakes_is_refused_at_start() -> Result<()> {
         ),
         (
             "[[http]]\nname = \"a\"\n".to_owned(),
-            "[[http]]: this kind of entry is not built yet",
+            "[[http]] #1 (\"a\"): field url: missing",
         ),
     ];
     for (text, want) in cases {

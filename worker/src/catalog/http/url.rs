@@ -1,0 +1,181 @@
+//! URLs of `[[http]]` tools: the entry's fixed URL checked, the status URLs a service
+//! gives resolved against it, and which of them share its origin (and so get the entry's
+//! headers). Nothing here does I/O.
+
+use hyper::Uri;
+
+/// A fixed `http://` or `https://` URL with a host and no credentials.
+pub(super) fn check_url(text: &str) -> Result<Uri, String> {
+    if text.contains(['{', '}']) {
+        return Err(
+            "placeholders are not supported: the arguments travel as the JSON body".to_owned(),
+        );
+    }
+    let url: Uri = text.parse().map_err(|e| format!("not a URL: {e}"))?;
+    if !matches!(url.scheme_str(), Some("http" | "https")) {
+        return Err("expected an http:// or https:// URL".to_owned());
+    }
+    match url.authority() {
+        None => Err("expected a host, as in https://HOST/PATH".to_owned()),
+        Some(a) if a.as_str().contains('@') => {
+            Err("credentials in the URL are not sent; use headers".to_owned())
+        }
+        Some(_) => Ok(url),
+    }
+}
+
+/// `scheme://host[:port]` (never the path, query or credentials: safe to show).
+pub(super) fn origin(url: &Uri) -> String {
+    let scheme = url.scheme_str().unwrap_or("http");
+    let host = url.host().unwrap_or_default();
+    match url.port_u16() {
+        Some(port) => format!("{scheme}://{host}:{port}"),
+        None => format!("{scheme}://{host}"),
+    }
+}
+
+pub(super) fn same_origin(a: &Uri, b: &Uri) -> bool {
+    let port = |u: &Uri| {
+        u.port_u16().unwrap_or(if u.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        })
+    };
+    a.scheme_str() == b.scheme_str()
+        && a.host().map(str::to_ascii_lowercase) == b.host().map(str::to_ascii_lowercase)
+        && port(a) == port(b)
+}
+
+/// `reference` (a `Location` or a status URL from the service) resolved against `base`
+/// (RFC 3986 §5.2): absolute, `//host/path`, `/path`, `path`, `?query`. The result must be
+/// an http(s) URL with a host.
+pub(super) fn resolve(base: &Uri, reference: &str) -> Result<Uri, String> {
+    let reference = reference.trim();
+    let reference = reference.split('#').next().unwrap_or_default();
+    let scheme = base.scheme_str().unwrap_or("http");
+    let authority = base.authority().map_or("", |a| a.as_str());
+    let base_path = base.path();
+    let (path, query) = match reference.find('?') {
+        Some(i) => reference.split_at(i),
+        None => (reference, ""),
+    };
+    let joined = if has_scheme(reference) {
+        reference.to_owned()
+    } else if reference.starts_with("//") {
+        format!("{scheme}:{reference}")
+    } else if path.starts_with('/') {
+        format!("{scheme}://{authority}{}{query}", remove_dots(path))
+    } else if path.is_empty() {
+        let query = if query.is_empty() {
+            base.query().map(|q| format!("?{q}")).unwrap_or_default()
+        } else {
+            query.to_owned()
+        };
+        format!("{scheme}://{authority}{base_path}{query}")
+    } else {
+        let dir = &base_path[..base_path.rfind('/').map_or(0, |i| i + 1)];
+        let merged = format!("{}{path}", if dir.is_empty() { "/" } else { dir });
+        format!("{scheme}://{authority}{}{query}", remove_dots(&merged))
+    };
+    let url = check_url(&joined).map_err(|why| format!("{reference:?}: {why}"))?;
+    Ok(url)
+}
+
+/// Whether `reference` starts with `SCHEME:` (a letter, then letters, digits, `+-.`).
+fn has_scheme(reference: &str) -> bool {
+    let end = reference.find([':', '/', '?', '#']);
+    match end {
+        Some(i) if reference[i..].starts_with(':') => {
+            let scheme = &reference[..i];
+            scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        }
+        _ => false,
+    }
+}
+
+/// An absolute path without its `.` and `..` segments (RFC 3986 §5.2.4).
+fn remove_dots(path: &str) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    for (i, segment) in segments.iter().enumerate() {
+        let last = i + 1 == segments.len();
+        match *segment {
+            "." => {
+                if last {
+                    out.push("");
+                }
+            }
+            ".." => {
+                out.pop();
+                if last {
+                    out.push("");
+                }
+            }
+            s => out.push(s),
+        }
+    }
+    format!("/{}", out.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Uri {
+        "http://svc.test:8080/v1/jobs?x=1".parse().expect("uri")
+    }
+
+    #[test]
+    fn status_urls_resolve_against_the_request_url() {
+        let cases = [
+            ("https://other.test/s/1", "https://other.test/s/1"),
+            ("//other.test/s/1", "http://other.test/s/1"),
+            ("/status/7", "http://svc.test:8080/status/7"),
+            ("jobs/7", "http://svc.test:8080/v1/jobs/7"),
+            ("7?wait=1", "http://svc.test:8080/v1/7?wait=1"),
+            ("../status/7", "http://svc.test:8080/status/7"),
+            ("./a/./b/../c", "http://svc.test:8080/v1/a/c"),
+            ("?page=2", "http://svc.test:8080/v1/jobs?page=2"),
+            ("jobs/7#frag", "http://svc.test:8080/v1/jobs/7"),
+            (
+                "x?next=http://a.test/",
+                "http://svc.test:8080/v1/x?next=http://a.test/",
+            ),
+        ];
+        for (reference, want) in cases {
+            let got = resolve(&base(), reference).map(|u| u.to_string());
+            assert_eq!(got.as_deref(), Ok(want), "{reference}");
+        }
+        assert!(resolve(&base(), "ftp://other.test/x").is_err());
+        assert!(resolve(&base(), "mailto:a@b.test").is_err());
+    }
+
+    #[test]
+    fn headers_go_only_to_the_same_origin() {
+        let url = |s: &str| s.parse::<Uri>().expect("uri");
+        assert!(same_origin(
+            &url("http://A.test/x"),
+            &url("http://a.test:80/y")
+        ));
+        assert!(same_origin(
+            &url("https://a.test/x"),
+            &url("https://a.test:443/")
+        ));
+        assert!(!same_origin(
+            &url("http://a.test/x"),
+            &url("https://a.test/x")
+        ));
+        assert!(!same_origin(
+            &url("http://a.test/x"),
+            &url("http://a.test:81/x")
+        ));
+        assert!(!same_origin(
+            &url("http://a.test/x"),
+            &url("http://b.test/x")
+        ));
+    }
+}
