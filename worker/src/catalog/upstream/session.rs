@@ -292,8 +292,14 @@ impl Session {
             p.insert(id, tx);
         }
         if self.core.closed.is_cancelled() {
-            self.core
-                .fail(id, ErrorObject::new(INTERNAL_ERROR, "closed"));
+            // Already gone: dropping the waiter makes `wait` report why.
+            drop(
+                self.core
+                    .pending
+                    .lock()
+                    .ok()
+                    .and_then(|mut p| p.remove(&id)),
+            );
         }
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await;
