@@ -119,6 +119,9 @@ pub(crate) async fn serve(
             mcp_tasks_shared::telemetry::prometheus_text(),
         ),
         (&Method::POST | &Method::DELETE, "/mcp") => mcp(state, req).await,
+        (&Method::GET, "/mcp") if req.headers().contains_key(crate::legacy::SESSION_HEADER) => {
+            mcp(state, req).await
+        }
         (_, "/mcp") => {
             let mut res = full(StatusCode::METHOD_NOT_ALLOWED, None, Bytes::new());
             res.headers_mut()
@@ -212,6 +215,21 @@ async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
                 .get("mcp-protocol-version")
                 .is_none_or(|v| v.as_bytes() != PROTOCOL_VERSION.as_bytes())
         });
+    if req.method() == Method::GET {
+        let accepts_sse = media_types(headers, header::ACCEPT)
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t == "text/event-stream" || t == "text/*" || t == "*/*");
+        return match session {
+            Some(sid) => crate::legacy::get(&state, &owner, &sid, accepts_sse).await,
+            None => {
+                let mut res = full(StatusCode::METHOD_NOT_ALLOWED, None, Bytes::new());
+                res.headers_mut()
+                    .insert(header::ALLOW, HeaderValue::from_static("POST"));
+                res
+            }
+        };
+    }
     if req.method() == Method::DELETE {
         return match session {
             Some(sid) => crate::legacy::end(&state, &owner, &sid).await,

@@ -808,6 +808,14 @@ pub struct SseStream {
 }
 
 impl SseStream {
+    /// The stream of a response already known to be SSE.
+    pub fn from_response(res: hyper::Response<Incoming>) -> SseStream {
+        SseStream {
+            body: res.into_body(),
+            buf: Vec::new(),
+        }
+    }
+
     /// The next JSON-RPC message (comments skipped), or `None` when the stream ended or
     /// nothing came within `within`.
     pub async fn next(&mut self, within: Duration) -> Option<Value> {

@@ -108,6 +108,14 @@ pub(super) async fn call(
             ..
         } = tools::start(state, &req, &call, Map::new(), ttl, false).await?;
         guard.disarm();
+        // Its status changes then reach the session's GET stream, on any gateway.
+        if let Err(e) = state
+            .store
+            .add_session_task(&session.id, &id, super::SESSION_IDLE)
+            .await
+        {
+            tracing::warn!(task.id = %id, error = %e, "cannot add the task to its session's stream");
+        }
         let created = mcp_tasks_shared::protocol::time::rfc3339_millis(created_ms);
         let result = json!({
             "task": {

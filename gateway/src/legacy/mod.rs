@@ -19,6 +19,7 @@
 //! other headers it has.
 
 mod call;
+mod stream;
 mod tasks;
 
 use std::sync::Arc;
@@ -201,6 +202,32 @@ pub(crate) async fn initialize(
         res.headers_mut().insert(SESSION_HEADER, v);
     }
     res
+}
+
+/// `GET` with a session id: the session's stream of task status notifications.
+pub(crate) async fn get(
+    state: &Arc<State>,
+    owner: &str,
+    sid: &str,
+    accepts_sse: bool,
+) -> Response<ResBody> {
+    if !accepts_sse {
+        return session_missing(
+            StatusCode::NOT_ACCEPTABLE,
+            "the session stream is text/event-stream: Accept must allow it",
+        );
+    }
+    match load(state, sid, owner).await {
+        Ok(Some(session)) => crate::http::sse(stream::open(state.clone(), session)),
+        Ok(None) => session_missing(StatusCode::NOT_FOUND, "Session not found"),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read a session");
+            session_missing(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the session store is unavailable",
+            )
+        }
+    }
 }
 
 /// `DELETE` with a session id: end the session.

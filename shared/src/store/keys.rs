@@ -52,6 +52,12 @@ pub fn session_key(session_id: &str) -> String {
     format!("mcpt:session:{{{session_id}}}")
 }
 
+/// `mcpt:session-tasks:{SID}` — the tasks a 2025 session created as tasks, whose status
+/// changes its `GET` stream carries.
+pub fn session_tasks_key(session_id: &str) -> String {
+    format!("mcpt:session-tasks:{{{session_id}}}")
+}
+
 /// `mcpt:call:{SID}:REQUEST_ID` — the task a 2025 session's synchronous call runs as, so a
 /// `notifications/cancelled` reaching any gateway can cancel it.
 pub fn call_key(session_id: &str, request_id: &str) -> String {

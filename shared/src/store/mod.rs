@@ -567,6 +567,57 @@ impl Store {
         Ok(removed > 0)
     }
 
+    /// Add `task_id` to the tasks of session `session_id` (kept as long as the session).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn add_session_task(
+        &self,
+        session_id: &str,
+        task_id: &str,
+        ttl: Duration,
+    ) -> StoreResult<()> {
+        let key = keys::session_tasks_key(session_id);
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut con = self.con.clone();
+        let _: () = redis::pipe()
+            .sadd(&key, task_id)
+            .ignore()
+            .pexpire(&key, i64::try_from(ttl_ms).unwrap_or(i64::MAX))
+            .ignore()
+            .query_async(&mut con)
+            .await?;
+        Ok(())
+    }
+
+    /// The tasks of session `session_id`.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn session_tasks(&self, session_id: &str) -> StoreResult<Vec<String>> {
+        let mut con = self.con.clone();
+        Ok(con.smembers(keys::session_tasks_key(session_id)).await?)
+    }
+
+    /// Forget tasks of session `session_id` (ended or expired ones).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn forget_session_tasks(
+        &self,
+        session_id: &str,
+        task_ids: &[String],
+    ) -> StoreResult<()> {
+        if task_ids.is_empty() {
+            return Ok(());
+        }
+        let mut con = self.con.clone();
+        let _: () = con
+            .srem(keys::session_tasks_key(session_id), task_ids)
+            .await?;
+        Ok(())
+    }
+
     /// Remember that request `request_id` of session `session_id` runs as task `task_id`.
     ///
     /// # Errors

@@ -459,6 +459,84 @@ async fn the_2025_tasks_api_maps_onto_the_same_tasks() -> Result<()> {
     Ok(())
 }
 
+/// The session's `GET` stream (opened on gateway B) carries `notifications/tasks/status` for
+/// a task the session created as a task through gateway A, up to its end; without a session
+/// `GET` is 405, and an unknown session is 404.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_session_stream_carries_status_notifications_from_any_gateway() -> Result<()> {
+    let ctx = TestContext::start(2, 1).await?;
+    ctx.wait_for_tools().await?;
+    let (a, b) = (ctx.gateways[0].client(), ctx.gateways[1].client());
+    let s = Session::start(&a, "2025-11-25", json!({})).await?;
+    let res = b
+        .send_raw(
+            "GET",
+            "/mcp",
+            &[("accept", "text/event-stream"), ("mcp-session-id", &s.id)],
+            Default::default(),
+        )
+        .await?;
+    assert_eq!(res.status(), 200);
+    let mut stream = SseStream::from_response(res);
+    let r = s
+        .request(
+            &a,
+            1,
+            "tools/call",
+            json!({"name": "sleep", "arguments": {"ms": 600, "steps": 2}, "task": {}}),
+        )
+        .await?;
+    let id = r.body["result"]["task"]["taskId"]
+        .as_str()
+        .context("taskId")?
+        .to_owned();
+    let mut statuses = Vec::new();
+    while statuses.last().map(String::as_str) != Some("completed") {
+        let n = stream
+            .next(WITHIN)
+            .await
+            .context("the stream went quiet before the end")?;
+        assert_eq!(n["method"], "notifications/tasks/status", "{n}");
+        assert_eq!(n["params"]["taskId"], id.as_str(), "{n}");
+        statuses.push(
+            n["params"]["status"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        );
+    }
+    assert!(
+        statuses
+            .iter()
+            .all(|st| st == "working" || st == "completed"),
+        "{statuses:?}"
+    );
+
+    let res = b
+        .send_raw(
+            "GET",
+            "/mcp",
+            &[("accept", "text/event-stream")],
+            Default::default(),
+        )
+        .await?;
+    assert_eq!(res.status(), 405);
+    let res = b
+        .send_raw(
+            "GET",
+            "/mcp",
+            &[
+                ("accept", "text/event-stream"),
+                ("mcp-session-id", "ses_nonesuchnonesuchnonesu"),
+            ],
+            Default::default(),
+        )
+        .await?;
+    assert_eq!(res.status(), 404);
+    ctx.cleanup().await;
+    Ok(())
+}
+
 /// A client that leaves a synchronous call cancels its task; `notifications/cancelled` for
 /// a call's request id, sent to another gateway, cancels it too.
 #[tokio::test(flavor = "multi_thread")]
