@@ -169,20 +169,14 @@ pub(super) fn entry(
             let url = v
                 .as_str()
                 .ok_or_else(|| bad("url", "expected a string like \"http://host:port/mcp\""))?;
-            if url.starts_with("https://") {
-                return Err(bad(
-                    "url",
-                    format!(
-                        "{url:?}: https is not supported yet (use http:// on a private network)"
-                    ),
-                ));
-            }
-            let ok = url.starts_with("http://")
+            let ok = (url.starts_with("http://") || url.starts_with("https://"))
                 && url.parse::<hyper::Uri>().is_ok_and(|u| u.host().is_some());
             if !ok {
                 return Err(bad(
                     "url",
-                    format!("{url:?}: expected an http:// URL like \"http://host:port/mcp\""),
+                    format!(
+                        "{url:?}: expected an http:// or https:// URL like \"https://host/mcp\""
+                    ),
                 ));
             }
             Target::Url(url.to_owned())
@@ -506,8 +500,7 @@ mod tests {
             ("[[upstream]]\nname = \"u\"\ncommand = [\"x\"]\n".to_owned(), "field tools: missing"),
             ("[[upstream]]\nname = \"u\"\ncommand = [\"x\"]\ntools = [\"a\", \"a\"]\n".to_owned(), "field tools: \"a\" is listed twice"),
             ("[[upstream]]\nname = \"u\"\ncommand = [\"x\"]\ntools = [\"*\", \"a\"]\n".to_owned(), "field tools: expected [\"*\"] or a non-empty list"),
-            ("[[upstream]]\nname = \"u\"\nurl = \"https://h/mcp\"\ntools = [\"*\"]\n".to_owned(), "field url: \"https://h/mcp\": https is not supported yet"),
-            ("[[upstream]]\nname = \"u\"\nurl = \"ftp://h\"\ntools = [\"*\"]\n".to_owned(), "field url: \"ftp://h\": expected an http:// URL"),
+            ("[[upstream]]\nname = \"u\"\nurl = \"ftp://h\"\ntools = [\"*\"]\n".to_owned(), "field url: \"ftp://h\": expected an http:// or https:// URL"),
             ("[[upstream]]\nname = \"u\"\nurl = \"http://h/mcp\"\nenv = [\"HOME\"]\ntools = [\"*\"]\n".to_owned(), "field env: applies to command, not to url"),
             (format!("[[upstream]]\n{ok}prefix = \"a b\"\n"), "field prefix: \"a b\": expected characters"),
             (format!("[[upstream]]\n{ok}timeout = \"later\"\n"), "field timeout: \"later\": expected a duration"),

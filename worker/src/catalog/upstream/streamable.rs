@@ -31,7 +31,7 @@ pub(super) struct Http {
 
 struct Inner {
     url: hyper::Uri,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
     session_id: Mutex<Option<String>>,
     version: Mutex<Option<String>>,
     core: Arc<Core>,
@@ -41,10 +41,20 @@ impl Http {
     /// A transport for `url` feeding `core`; nothing is sent yet.
     pub(super) fn new(url: &str, core: Arc<Core>) -> Result<Http, String> {
         let url: hyper::Uri = url.parse().map_err(|e| format!("bad url {url}: {e}"))?;
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(std::time::Duration::from_secs(10)));
+        // https with the webpki roots (ring, as everywhere in this project), or plain http.
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+            .map_err(|e| format!("cannot set up TLS: {e}"))?
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
         Ok(Http {
             inner: Arc::new(Inner {
                 url,
-                client: Client::builder(TokioExecutor::new()).build_http(),
+                client: Client::builder(TokioExecutor::new()).build(connector),
                 session_id: Mutex::default(),
                 version: Mutex::default(),
                 core,
