@@ -46,7 +46,7 @@ pub const ENV_TOOLS_FILE: &str = "MCPT_TOOLS_FILE";
 pub const DEFAULT_MAX_OUTPUT: usize = 256 << 10;
 
 /// Fields every entry kind takes.
-const COMMON_FIELDS: [&str; 8] = [
+const COMMON_FIELDS: [&str; 9] = [
     "name",
     "description",
     "input_schema",
@@ -55,6 +55,7 @@ const COMMON_FIELDS: [&str; 8] = [
     "ttl",
     "poll_interval",
     "timeout",
+    "outlives_caller",
 ];
 
 /// Fields only `[[command]]` takes.
@@ -458,6 +459,11 @@ fn common(entry: &toml::Table, config: &WorkerConfig) -> Result<ToolSpec, FieldE
     if let Some(v) = entry.get("poll_interval") {
         spec.poll_interval = Some(duration(v, "poll_interval")?.0);
     }
+    if let Some(v) = entry.get("outlives_caller") {
+        spec.outlives_caller = v
+            .as_bool()
+            .ok_or_else(|| bad("outlives_caller", "expected true or false"))?;
+    }
     Ok(spec)
 }
 
@@ -577,6 +583,20 @@ mod tests {
             Ok(_) => panic!("accepted: {text}"),
             Err(e) => e,
         }
+    }
+
+    /// The example catalog under deploy/ parses, and `outlives_caller` reaches the spec.
+    #[test]
+    fn the_build_tools_example_is_a_valid_catalog() {
+        let tools = check(include_str!("../../deploy/examples/build-tools.toml"))
+            .expect("deploy/examples/build-tools.toml");
+        let specs: Vec<ToolSpec> = tools.iter().map(|t| t.spec()).collect();
+        assert_eq!(specs.len(), 2);
+        assert!(specs[0].outlives_caller && !specs[1].outlives_caller);
+        assert!(
+            refused("[[command]]\nname = \"x\"\nargv = [\"true\"]\noutlives_caller = \"yes\"\n")
+                .contains("field outlives_caller: expected true or false")
+        );
     }
 
     #[test]
