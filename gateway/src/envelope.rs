@@ -152,7 +152,11 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
 
     // A 2025-era client opens with `initialize` and no 2026 `_meta`: a session starts.
     let meta = params.get("_meta");
-    if method == "initialize" && meta.and_then(|m| m.get(PROTOCOL_VERSION_KEY)).is_none() {
+    let says_2026 = matches!(&routing.protocol_version, Some(Ok(v)) if v == PROTOCOL_VERSION);
+    if method == "initialize"
+        && !says_2026
+        && meta.and_then(|m| m.get(PROTOCOL_VERSION_KEY)).is_none()
+    {
         return Ok(Body::Initialize { id, params });
     }
     // `_meta` before the version header, so a missing field is -32602 (B-06).

@@ -303,7 +303,20 @@ async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
             r.owner = owner;
             r
         }
-        Err((id, e)) => return error_response(id.as_ref(), &e),
+        Err((id, e)) => {
+            // A 2025 client that lost (or never had) its session: say what it needs.
+            let version = routing
+                .protocol_version
+                .as_ref()
+                .and_then(|v| v.as_ref().ok());
+            if let Some(v) = version.filter(|v| crate::legacy::VERSIONS.contains(&v.as_str())) {
+                let e = DispatchError::InvalidRequest(format!(
+                    "protocol {v} needs a session: send initialize first, then its Mcp-Session-Id on every request"
+                ));
+                return error_response(id.as_ref(), &e);
+            }
+            return error_response(id.as_ref(), &e);
+        }
     };
     let span = tracing::info_span!(
         "request",

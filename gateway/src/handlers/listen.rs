@@ -175,13 +175,13 @@ impl Drop for OpenListener {
 
 /// One of the owner's open-stream slots (`MCPT_LIMIT_LISTENERS`), renewed while the
 /// stream lives and given back when it ends.
-struct ListenerSlot {
+pub(crate) struct ListenerSlot {
     renew: Option<tokio::task::JoinHandle<()>>,
     release: Option<(mcp_tasks_shared::store::Store, String, String)>,
 }
 
 impl ListenerSlot {
-    async fn take(state: &State, owner: &str) -> Result<ListenerSlot, DispatchError> {
+    pub(crate) async fn take(state: &State, owner: &str) -> Result<ListenerSlot, DispatchError> {
         let most = state.config.limits.listeners;
         if most == 0 {
             return Ok(ListenerSlot {

@@ -37,11 +37,14 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 /// `_meta` key tying a message to a task (2025-11-25).
 pub(super) const RELATED_TASK_KEY: &str = "io.modelcontextprotocol/related-task";
 
-/// How long the request id of a synchronous call stays mapped to its task.
-const CALL_MEMORY: Duration = Duration::from_secs(24 * 3600);
+/// Longest request id (as JSON) mapped to its call's task for `notifications/cancelled`.
+const MAX_REMEMBERED_ID: usize = 200;
 
 /// A synchronous call's task outlives its wait by this much, then expires.
 const SYNC_TASK_SLACK: Duration = Duration::from_secs(60);
+
+/// The shortest lifetime a task-augmented call can ask for.
+const MIN_TASK_TTL_MS: u64 = 1_000;
 
 pub(super) async fn call(
     state: &Arc<State>,
@@ -94,11 +97,16 @@ pub(super) async fn call(
     if let Some(task) = task {
         let ttl = match task.get("ttl") {
             None | Some(Value::Null) => None,
-            Some(v) => Some(Duration::from_millis(v.as_u64().ok_or_else(|| {
-                DispatchError::InvalidParams(
-                    "params.task.ttl must be a non-negative integer of milliseconds".into(),
-                )
-            })?)),
+            // A task must live long enough to be read at least once.
+            Some(v) => Some(Duration::from_millis(
+                v.as_u64()
+                    .ok_or_else(|| {
+                        DispatchError::InvalidParams(
+                            "params.task.ttl must be a non-negative integer of milliseconds".into(),
+                        )
+                    })?
+                    .max(MIN_TASK_TTL_MS),
+            )),
         };
         let Launched {
             id,
@@ -108,10 +116,18 @@ pub(super) async fn call(
             ..
         } = tools::start(state, &req, &call, Map::new(), ttl, false).await?;
         guard.disarm();
-        // Its status changes then reach the session's GET stream, on any gateway.
+        // Its status changes then reach the session's GET stream, on any gateway, and
+        // tasks/list shows it.
         if let Err(e) = state
             .store
-            .add_session_task(&session.id, &id, super::SESSION_IDLE)
+            .note_session_task(
+                &session.id,
+                &session.list_scope(),
+                &id,
+                created_ms,
+                super::SESSION_IDLE,
+                state.config.tasks.max_ttl,
+            )
             .await
         {
             tracing::warn!(task.id = %id, error = %e, "cannot add the task to its session's stream");
@@ -134,17 +150,25 @@ pub(super) async fn call(
     let deadline = (!accepts_sse).then(|| Instant::now() + state.config.sync_timeout);
     let ttl_cap = (!accepts_sse).then(|| state.config.sync_timeout + SYNC_TASK_SLACK);
     let Launched {
-        id, watch, guard, ..
+        id,
+        watch,
+        guard,
+        ttl_ms,
+        ..
     } = tools::start(state, &req, &call, Map::new(), ttl_cap, true).await?;
     let Some(watch) = watch else {
         return Err(DispatchError::Internal(
             "no watch for a waiting call".into(),
         ));
     };
-    if let Ok(rid) = serde_json::to_string(&req.id)
+    // Request ids are the client's: a long one is not worth remembering.
+    let remembered = serde_json::to_string(&req.id)
+        .ok()
+        .filter(|rid| rid.len() <= MAX_REMEMBERED_ID);
+    if let Some(rid) = &remembered
         && let Err(e) = state
             .store
-            .remember_call(&session.id, &rid, &id, CALL_MEMORY)
+            .remember_call(&session.id, rid, &id, Duration::from_millis(ttl_ms))
             .await
     {
         tracing::warn!(task.id = %id, error = %e, "cannot remember the call's task; notifications/cancelled will not reach it");
@@ -163,6 +187,7 @@ pub(super) async fn call(
             json_only: !accepts_sse,
             deadline,
             name: name.to_owned(),
+            remembered: remembered.map(|rid| (session.id.clone(), rid)),
         },
     );
     if accepts_sse {
@@ -213,6 +238,8 @@ pub(super) struct Follow {
     pub(super) deadline: Option<Instant>,
     /// The tool, for messages.
     pub(super) name: String,
+    /// (session, request id) whose mapping to this task is forgotten at the end.
+    pub(super) remembered: Option<(String, String)>,
 }
 
 /// Follow a task until it ends, on a spawned task feeding the returned stream.
@@ -222,12 +249,14 @@ pub(super) fn follow(state: Arc<State>, watch: Watch, f: Follow) -> mpsc::Receiv
     rx
 }
 
-/// Why following stopped before the end.
+/// Why following stopped.
 enum Stop {
     /// The client went away.
     Left,
     /// The final response was sent.
     Done,
+    /// The gateway is draining: the stream was ended with an error saying so.
+    Drain,
 }
 
 struct Follower {
@@ -271,21 +300,28 @@ impl Follower {
         let task = rec.to_detailed();
         if self.f.json_only {
             if task.status == TaskStatus::InputRequired {
-                // Like a 2026 synchronous call: the guard stays armed and cancels the task.
+                // A synchronous call is then cancelled (its guard stays armed, as in a 2026
+                // synchronous call); a task followed by tasks/result keeps waiting.
+                let why = if self.f.guard.is_some() {
+                    format!(
+                        "tool {} needs input while it runs, which a JSON response cannot carry; send Accept: text/event-stream. The call was cancelled",
+                        self.f.name
+                    )
+                } else {
+                    format!(
+                        "task {} is waiting for input, which a JSON response cannot carry: call tasks/result with Accept: text/event-stream",
+                        self.f.task_id
+                    )
+                };
                 return Err(self
-                    .finish_with_error(ErrorObject::new(
-                        INTERNAL_ERROR,
-                        format!(
-                            "tool {} needs input while it runs, which a JSON response cannot carry; send Accept: text/event-stream. The call was cancelled",
-                            self.f.name
-                        ),
-                    ))
+                    .finish_with_error(ErrorObject::new(INTERNAL_ERROR, why))
                     .await);
             }
         } else {
             if self.f.related && self.last_status != Some(task.status) {
-                let mut params = super::tasks::task_json(&task);
-                params["_meta"] = self.related_meta();
+                // The notification names its task already: the spec asks for no related-task
+                // metadata on it.
+                let params = super::tasks::task_json(&task);
                 let n = json!({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": params});
                 self.send(n.to_string().as_bytes()).await?;
             }
@@ -321,7 +357,15 @@ impl Follower {
                             .entry("params")
                             .or_insert_with(|| Value::Object(Map::new()));
                         if let Value::Object(p) = params {
-                            p.insert("_meta".into(), self.related_meta());
+                            let meta = p
+                                .entry("_meta")
+                                .or_insert_with(|| Value::Object(Map::new()));
+                            if let Value::Object(m) = meta {
+                                m.insert(
+                                    RELATED_TASK_KEY.into(),
+                                    json!({ "taskId": self.f.task_id }),
+                                );
+                            }
                         }
                     }
                     request.insert("jsonrpc".into(), json!("2.0"));
@@ -387,15 +431,28 @@ async fn run(state: Arc<State>, mut watch: Watch, f: Follow, tx: mpsc::Sender<By
         progress_n: 0,
     };
     let stop = follow_until_done(&state, &mut watch, &mut me).await;
-    if let Stop::Left = stop
-        && let Some(mut guard) = me.f.guard.take()
-    {
-        if me.f.outlives {
-            tracing::info!(task.id = %me.f.task_id, "caller left; the task keeps running");
-            guard.disarm();
-        } else {
-            tracing::info!(task.id = %me.f.task_id, "caller left a synchronous call; cancelling its task");
+    if let Some(mut guard) = me.f.guard.take() {
+        guard.disarm();
+        let leave = match stop {
+            Stop::Done => false,
+            Stop::Left => {
+                tracing::info!(task.id = %me.f.task_id, outlives = me.f.outlives, "caller left a synchronous call");
+                true
+            }
+            Stop::Drain => true,
+        };
+        // Cancelled here, awaited (a drop guard's spawned cancel may not run at shutdown).
+        if leave
+            && !me.f.outlives
+            && let Err(e) = state.store.cancel(&me.f.task_id, &me.f.owner).await
+        {
+            tracing::warn!(task.id = %me.f.task_id, error = %e, "cannot cancel the call's task");
         }
+    }
+    if let Some((session, rid)) = &me.f.remembered
+        && let Err(e) = state.store.forget_call(session, rid).await
+    {
+        tracing::debug!(error = %e, "cannot forget a finished call");
     }
 }
 
@@ -423,6 +480,15 @@ async fn follow_until_done(state: &Arc<State>, watch: &mut Watch, me: &mut Follo
             None => {
                 let event = tokio::select! {
                     () = me.tx.closed() => return Stop::Left,
+                    () = state.streams_end.cancelled() => {
+                        let why = if me.f.guard.is_some() && !me.f.outlives {
+                            format!("the gateway is shutting down; task {} was cancelled: call again", me.f.task_id)
+                        } else {
+                            format!("the gateway is shutting down; task {} continues: ask again for its result", me.f.task_id)
+                        };
+                        let _ = me.finish_with_error(ErrorObject::new(INTERNAL_ERROR, why)).await;
+                        return Stop::Drain;
+                    }
                     ev = watch.recv() => ev,
                     _ = keepalive.tick(), if !me.f.json_only => {
                         if me.tx.send(Bytes::from_static(b": keepalive\n\n")).await.is_err() {

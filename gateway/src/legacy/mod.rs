@@ -1,4 +1,4 @@
-//! The 2025 protocol revisions (2025-11-25, 2025-06-18, 2025-03-26) on the same endpoint as
+//! The 2025 protocol revisions (2025-11-25, 2025-06-18) on the same endpoint as
 //! 2026-07-28, over the same Redis tasks.
 //!
 //! A 2025 client opens with `initialize` and then carries an `Mcp-Session-Id`. The session is
@@ -50,7 +50,12 @@ pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 pub(crate) const LATEST: &str = "2025-11-25";
 
 /// The 2025 revisions served, newest first.
-pub(crate) const VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
+/// (2025-03-26 is not offered: it requires JSON-RPC batches, which this server does not take;
+/// a client asking for it is offered 2025-11-25.)
+pub(crate) const VERSIONS: &[&str] = &["2025-11-25", "2025-06-18"];
+
+/// Largest client capabilities object a session keeps, as JSON.
+const MAX_CAPS_BYTES: usize = 4096;
 
 /// A session ends after this long without a request.
 const SESSION_IDLE: Duration = Duration::from_secs(24 * 3600);
@@ -77,6 +82,15 @@ impl Session {
     /// Whether the session speaks the revision with the tasks API.
     pub(crate) fn has_tasks(&self) -> bool {
         self.version == "2025-11-25"
+    }
+
+    /// Whose tasks `tasks/list` shows: the principal's, or this session's when anonymous.
+    pub(crate) fn list_scope(&self) -> String {
+        if self.owner == mcp_tasks_shared::protocol::meta::ANONYMOUS_OWNER {
+            format!("s:{}", self.id)
+        } else {
+            self.owner.clone()
+        }
     }
 }
 
@@ -168,10 +182,21 @@ pub(crate) async fn initialize(
         .copied()
         .unwrap_or(LATEST);
     let sid = new_session_id();
+    let caps = capabilities(params.get("capabilities"));
+    if caps.to_string().len() > MAX_CAPS_BYTES {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            Some(&id),
+            &ErrorObject::new(
+                INVALID_PARAMS,
+                format!("params.capabilities is larger than {MAX_CAPS_BYTES} bytes of JSON"),
+            ),
+        );
+    }
     let session = Session {
         id: sid.clone(),
         version: version.to_owned(),
-        caps: capabilities(params.get("capabilities")),
+        caps,
         owner,
     };
     let record = serde_json::to_string(&session).unwrap_or_default();
@@ -218,7 +243,20 @@ pub(crate) async fn get(
         );
     }
     match load(state, sid, owner).await {
-        Ok(Some(session)) => crate::http::sse(stream::open(state.clone(), session)),
+        // 2025-06-18 sessions have nothing to send on it (the SDK takes 405 quietly).
+        Ok(Some(session)) if !session.has_tasks() => {
+            let mut res = full(StatusCode::METHOD_NOT_ALLOWED, Bytes::new());
+            res.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
+            res
+        }
+        Ok(Some(session)) => {
+            // An open stream holds one of the owner's MCPT_LIMIT_LISTENERS slots.
+            match crate::handlers::listen::ListenerSlot::take(state, owner).await {
+                Ok(slot) => crate::http::sse(stream::open(state.clone(), session, slot)),
+                Err(e) => error_response(e.status(), None, &legacy_error(&e)),
+            }
+        }
         Ok(None) => session_missing(StatusCode::NOT_FOUND, "Session not found"),
         Err(e) => {
             tracing::warn!(error = %e, "cannot read a session");
@@ -362,6 +400,10 @@ pub(crate) async fn post(
             notification(state, &session, &method, &params).await;
             full(StatusCode::ACCEPTED, Bytes::new())
         }
+        // A client starting over on the same connection: a new session.
+        (Some(method), Some(id)) if method == "initialize" => {
+            initialize(state, session.owner, id, params).await
+        }
         (Some(method), Some(id)) => request(state, session, id, method, params, accepts_sse).await,
     }
 }
@@ -412,11 +454,13 @@ async fn respond(
     };
     let answer = match obj.get("result") {
         Some(result) => result.clone(),
-        // An elicitation the client could not show is a dismissed one; other failures leave
-        // the task waiting for a usable answer until it is cancelled or expires.
         None => {
             tracing::info!(task.id = %task, key = %key, error = %obj.get("error").cloned().unwrap_or_default(), "client answered an input request with an error");
-            json!({ "action": "cancel" })
+            match failed_answer(state, session, task, key).await {
+                Ok(Some(answer)) => answer,
+                Ok(None) => return full(StatusCode::ACCEPTED, Bytes::new()),
+                Err(res) => return res,
+            }
         }
     };
     let answers = [(
@@ -443,6 +487,56 @@ async fn respond(
                 "the task store is unavailable; retry",
             )
         }
+    }
+}
+
+/// What a client's error response to the input request `key` of `task` means: an
+/// elicitation it could not show is a dismissed one (`{"action": "cancel"}`); a sampling or
+/// roots request it cannot serve has no answer the tool could use, so the task is cancelled
+/// (`None`) rather than left waiting for its TTL.
+async fn failed_answer(
+    state: &Arc<State>,
+    session: &Session,
+    task: &str,
+    key: &str,
+) -> Result<Option<Value>, Response<ResBody>> {
+    let unavailable = |e: mcp_tasks_shared::store::StoreError| {
+        tracing::warn!(error = %e, "cannot read the task an answer is for");
+        session_missing(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the task store is unavailable; retry",
+        )
+    };
+    let rec = state
+        .store
+        .get_task(task, &session.owner)
+        .await
+        .map_err(unavailable)?
+        .ok_or_else(|| {
+            session_missing(
+                StatusCode::NOT_FOUND,
+                "the task this answer is for no longer exists",
+            )
+        })?;
+    let method = rec
+        .inputs
+        .get(key)
+        .and_then(|r| serde_json::from_str::<Value>(r).ok())
+        .and_then(|r| r.get("method").and_then(Value::as_str).map(str::to_owned));
+    match method.as_deref() {
+        Some("elicitation/create") => Ok(Some(json!({ "action": "cancel" }))),
+        Some(_) => {
+            state
+                .store
+                .cancel(task, &session.owner)
+                .await
+                .map_err(unavailable)?;
+            Ok(None)
+        }
+        None => Err(session_missing(
+            StatusCode::BAD_REQUEST,
+            "Invalid request: the task has no outstanding request with this id",
+        )),
     }
 }
 
@@ -538,7 +632,7 @@ async fn dispatch(
         "tools/call" => call::call(state, session, req, accepts_sse).await,
         "tasks/get" if tasks_api => tasks::get(state, &req).await,
         "tasks/result" if tasks_api => tasks::result(state, req, accepts_sse).await,
-        "tasks/list" if tasks_api => tasks::list(state, &req).await,
+        "tasks/list" if tasks_api => tasks::list(state, session, &req).await,
         "tasks/cancel" if tasks_api => tasks::cancel(state, &req).await,
         other => Err(DispatchError::MethodNotFound(other.to_owned())),
     }

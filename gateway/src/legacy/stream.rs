@@ -17,9 +17,9 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::call::RELATED_TASK_KEY;
 use super::{SESSION_IDLE, Session};
 use crate::State;
+use crate::handlers::listen::ListenerSlot;
 use crate::http::sse_event;
 
 /// How often the stream re-reads the session's task set.
@@ -29,9 +29,16 @@ const SESSION_POLL: Duration = Duration::from_secs(2);
 const KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// Open the stream; it ends when the client leaves, the session ends, or the gateway drains.
-pub(super) fn open(state: Arc<State>, session: Session) -> mpsc::Receiver<Bytes> {
+pub(super) fn open(
+    state: Arc<State>,
+    session: Session,
+    slot: ListenerSlot,
+) -> mpsc::Receiver<Bytes> {
     let (tx, rx) = mpsc::channel(32);
-    tokio::spawn(run(state, session, tx));
+    tokio::spawn(async move {
+        run(state, session, tx).await;
+        drop(slot);
+    });
     rx
 }
 
@@ -49,7 +56,12 @@ struct Streamer {
 impl Streamer {
     /// Watch the session's tasks not watched yet; forget those that no longer exist.
     async fn refresh(&mut self) -> Result<(), ()> {
-        let ids = match self.state.store.session_tasks(&self.session.id).await {
+        let ids = match self
+            .state
+            .store
+            .session_tasks(&self.session.id, SESSION_IDLE)
+            .await
+        {
             Ok(ids) => ids,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the session's tasks; retrying");
@@ -111,8 +123,7 @@ impl Streamer {
         }
         *last = rec.version;
         let task = rec.to_detailed();
-        let mut params = super::tasks::task_json(&task);
-        params["_meta"] = json!({ RELATED_TASK_KEY: { "taskId": rec.id } });
+        let params = super::tasks::task_json(&task);
         let note =
             json!({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": params});
         self.tx

@@ -11,6 +11,7 @@ use mcp_tasks_shared::protocol::time::{now_millis, rfc3339_millis};
 use mcp_tasks_shared::store::{TaskRecord, is_plausible_task_id};
 use serde_json::{Value, json};
 
+use super::Session;
 use super::call::{Follow, follow};
 use crate::State;
 use crate::envelope::Request;
@@ -20,10 +21,6 @@ use crate::http::Reply;
 
 /// Tasks per `tasks/list` page.
 const PAGE: usize = 50;
-
-/// Keys one `SCAN` step examines; a page takes at most [`MAX_STEPS`] steps.
-const SCAN_COUNT: usize = 1000;
-const MAX_STEPS: usize = 32;
 
 /// How long `tasks/cancel` waits for a running task's worker to confirm.
 const CANCEL_CONFIRM: Duration = Duration::from_secs(2);
@@ -93,8 +90,10 @@ pub(super) async fn result(
             outlives: true,
             related: true,
             json_only: !accepts_sse,
-            deadline: None,
+            // Without a stream the answer waits in one response, as long as a synchronous call.
+            deadline: (!accepts_sse).then(|| Instant::now() + state.config.sync_timeout),
             name: rec.tool.clone(),
+            remembered: None,
         },
     );
     if accepts_sse {
@@ -108,15 +107,21 @@ pub(super) async fn result(
     }
 }
 
-/// `tasks/list`: the caller's tasks only (their hash names carry the owner), newest first
-/// within a page. The cursor is a Redis `SCAN` cursor; a page may be short.
-pub(super) async fn list(state: &Arc<State>, req: &Request) -> Result<Reply, DispatchError> {
-    let mut cursor: u64 = match req.params.get("cursor") {
+/// `tasks/list`: the tasks the caller created as tasks through 2025-11-25 sessions, newest
+/// first — all of its principal's when authenticated, the session's own when anonymous
+/// (anonymous callers are one principal; a list would hand each the others' ids). Tasks
+/// created through 2026-07-28, which has no list, are not indexed, so creating one costs
+/// nothing extra. The cursor is an offset.
+pub(super) async fn list(
+    state: &Arc<State>,
+    session: &Session,
+    req: &Request,
+) -> Result<Reply, DispatchError> {
+    let start: usize = match req.params.get("cursor") {
         None | Some(Value::Null) => 0,
         Some(Value::String(c)) => c
-            .strip_prefix("scan:")
+            .strip_prefix("o:")
             .and_then(|n| n.parse().ok())
-            .filter(|n| *n != 0)
             .ok_or_else(|| {
                 DispatchError::InvalidParams(
                     "invalid cursor: pass back the nextCursor of an earlier tasks/list".into(),
@@ -128,37 +133,26 @@ pub(super) async fn list(state: &Arc<State>, req: &Request) -> Result<Reply, Dis
             ));
         }
     };
-    let mut ids: Vec<String> = Vec::new();
-    for _ in 0..MAX_STEPS {
-        let (next, found) = state
-            .store
-            .scan_tasks(owner(req), cursor, SCAN_COUNT)
-            .await?;
-        for id in found {
-            if !ids.contains(&id) {
-                ids.push(id);
-            }
-        }
-        cursor = next;
-        if cursor == 0 || ids.len() >= PAGE {
-            break;
+    let scope = session.list_scope();
+    let ids = state.store.listed_tasks(&scope, start, PAGE).await?;
+    let full_page = ids.len() == PAGE;
+    let records = state.store.get_tasks(&ids, owner(req)).await?;
+    let now = now_millis();
+    let mut listed = Vec::with_capacity(ids.len());
+    let mut gone = Vec::new();
+    for (id, rec) in ids.iter().zip(records) {
+        match rec.filter(|r| r.owner == owner(req)) {
+            Some(r) => listed.push(task_json(&r.to_detailed_at(now))),
+            None => gone.push(id.clone()),
         }
     }
-    let records = state.store.get_tasks(&ids, owner(req)).await?;
-    let mut tasks: Vec<TaskRecord> = records
-        .into_iter()
-        .flatten()
-        .filter(|r| r.owner == owner(req))
-        .collect();
-    tasks.sort_by_key(|t| std::cmp::Reverse(t.created_ms));
-    let now = now_millis();
-    let listed: Vec<Value> = tasks
-        .iter()
-        .map(|r| task_json(&r.to_detailed_at(now)))
-        .collect();
+    // Expired tasks leave the list as they are met.
+    if let Err(e) = state.store.forget_listed(&scope, &gone).await {
+        tracing::debug!(error = %e, "cannot forget expired listed tasks");
+    }
     let mut result = json!({ "tasks": listed });
-    if cursor != 0 {
-        result["nextCursor"] = json!(format!("scan:{cursor}"));
+    if full_page {
+        result["nextCursor"] = json!(format!("o:{}", start + PAGE - gone.len()));
     }
     Ok(Reply::Json(result_bytes(&req.id, &result)))
 }
@@ -192,6 +186,14 @@ pub(super) async fn cancel(state: &Arc<State>, req: &Request) -> Result<Reply, D
         Some(r) => r.to_detailed(),
         None => return Err(DispatchError::TaskNotFound),
     };
+    // It ended on its own between the read above and the cancel.
+    if task.status.is_terminal() && task.status != TaskStatus::Cancelled {
+        return Err(DispatchError::InvalidParams(format!(
+            "Cannot cancel task {}: it is already {}",
+            task.task_id,
+            task.status.as_str()
+        )));
+    }
     if !task.status.is_terminal() {
         task.status = TaskStatus::Cancelled;
         task.status_message = Some("Cancelled by request".into());

@@ -64,22 +64,10 @@ pub fn call_key(session_id: &str, request_id: &str) -> String {
     format!("mcpt:call:{{{session_id}}}:{request_id}")
 }
 
-/// The `SCAN MATCH` pattern of every task hash of `owner` (glob characters escaped).
-pub fn owner_tasks_pattern(owner: &str) -> String {
-    let mut escaped = String::with_capacity(owner.len());
-    for c in owner.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            escaped.push('\\');
-        }
-        escaped.push(c);
-    }
-    format!("mcpt:task:{{*}}:{escaped}")
-}
-
-/// The task id in a task hash name built by [`task_key`].
-pub fn task_of_key(key: &str) -> Option<&str> {
-    let rest = key.strip_prefix("mcpt:task:{")?;
-    rest.split_once('}').map(|(id, _)| id)
+/// `mcpt:listed:{SCOPE}` — the tasks 2025-11-25 `tasks/list` shows a scope (an owner
+/// digest, or `s:SID` for an anonymous session), scored by creation time.
+pub fn listed_key(scope: &str) -> String {
+    format!("mcpt:listed:{{{scope}}}")
 }
 
 /// `mcpt:tools` — hash of tool advertisements (tool name → JSON), written by live workers.
@@ -102,13 +90,5 @@ mod tests {
         assert_eq!(task_of_channel(&events_channel("tsk_a")), Some("tsk_a"));
         assert_eq!(task_of_channel("other"), None);
         assert_eq!(queue_key("default"), "mcpt:queue:{default}");
-    }
-
-    #[test]
-    fn owner_pattern_matches_only_that_owners_task_keys() {
-        assert_eq!(owner_tasks_pattern("p:ab"), "mcpt:task:{*}:p:ab");
-        assert_eq!(owner_tasks_pattern("a*b"), "mcpt:task:{*}:a\\*b");
-        assert_eq!(task_of_key(&task_key("tsk_x", "p:ab")), Some("tsk_x"));
-        assert_eq!(task_of_key("mcpt:queue:{x}"), None);
     }
 }

@@ -563,40 +563,63 @@ impl Store {
     /// Redis unavailable.
     pub async fn end_session(&self, id: &str) -> StoreResult<bool> {
         let mut con = self.con.clone();
-        let removed: u64 = con.del(keys::session_key(id)).await?;
+        let (removed,): (u64,) = redis::pipe()
+            .del(keys::session_key(id))
+            .del(keys::session_tasks_key(id))
+            .ignore()
+            .query_async(&mut con)
+            .await?;
         Ok(removed > 0)
     }
 
-    /// Add `task_id` to the tasks of session `session_id` (kept as long as the session).
+    /// Record a task a 2025 session created as a task: in the session's set (its `GET`
+    /// stream, kept `session_ttl`) and in `scope`'s list (`tasks/list`, kept `listed_ttl`,
+    /// at least as long as any task lives). One round trip.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn add_session_task(
+    pub async fn note_session_task(
         &self,
         session_id: &str,
+        scope: &str,
         task_id: &str,
-        ttl: Duration,
+        created_ms: i64,
+        session_ttl: Duration,
+        listed_ttl: Duration,
     ) -> StoreResult<()> {
-        let key = keys::session_tasks_key(session_id);
-        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let set = keys::session_tasks_key(session_id);
+        let listed = keys::listed_key(scope);
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1);
         let mut con = self.con.clone();
         let _: () = redis::pipe()
-            .sadd(&key, task_id)
+            .sadd(&set, task_id)
             .ignore()
-            .pexpire(&key, i64::try_from(ttl_ms).unwrap_or(i64::MAX))
+            .pexpire(&set, ms(session_ttl))
+            .ignore()
+            .zadd(&listed, task_id, created_ms)
+            .ignore()
+            .pexpire(&listed, ms(listed_ttl))
             .ignore()
             .query_async(&mut con)
             .await?;
         Ok(())
     }
 
-    /// The tasks of session `session_id`.
+    /// The tasks of session `session_id`, restarting the set's expiry (`ttl`).
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn session_tasks(&self, session_id: &str) -> StoreResult<Vec<String>> {
+    pub async fn session_tasks(&self, session_id: &str, ttl: Duration) -> StoreResult<Vec<String>> {
+        let set = keys::session_tasks_key(session_id);
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1);
         let mut con = self.con.clone();
-        Ok(con.smembers(keys::session_tasks_key(session_id)).await?)
+        let (ids,): (Vec<String>,) = redis::pipe()
+            .smembers(&set)
+            .pexpire(&set, ttl_ms)
+            .ignore()
+            .query_async(&mut con)
+            .await?;
+        Ok(ids)
     }
 
     /// Forget tasks of session `session_id` (ended or expired ones).
@@ -637,6 +660,16 @@ impl Store {
         Ok(())
     }
 
+    /// Forget the task of request `request_id` of session `session_id` (the call ended).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn forget_call(&self, session_id: &str, request_id: &str) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        let _: () = con.del(keys::call_key(session_id, request_id)).await?;
+        Ok(())
+    }
+
     /// The task request `request_id` of session `session_id` runs as, if remembered.
     ///
     /// # Errors
@@ -650,34 +683,33 @@ impl Store {
         Ok(con.get(keys::call_key(session_id, request_id)).await?)
     }
 
-    /// One `SCAN` step over `owner`'s task hashes: the next cursor (0 at the end) and the
-    /// task ids found in this step (possibly none; an id may repeat across steps).
+    /// Page `start..start+count` of the tasks listed for `scope`, newest first.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn scan_tasks(
+    pub async fn listed_tasks(
         &self,
-        owner: &str,
-        cursor: u64,
+        scope: &str,
+        start: usize,
         count: usize,
-    ) -> StoreResult<(u64, Vec<String>)> {
+    ) -> StoreResult<Vec<String>> {
         let mut con = self.con.clone();
-        let (next, found): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(keys::owner_tasks_pattern(owner))
-            .arg("COUNT")
-            .arg(count)
-            .arg("TYPE")
-            .arg("hash")
-            .query_async(&mut con)
-            .await?;
-        let ids = found
-            .iter()
-            .filter_map(|k| keys::task_of_key(k))
-            .map(str::to_owned)
-            .collect();
-        Ok((next, ids))
+        let stop = isize::try_from(start + count).unwrap_or(isize::MAX) - 1;
+        let start = isize::try_from(start).unwrap_or(isize::MAX);
+        Ok(con.zrevrange(keys::listed_key(scope), start, stop).await?)
+    }
+
+    /// Forget listed tasks of `scope` (expired ones).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn forget_listed(&self, scope: &str, task_ids: &[String]) -> StoreResult<()> {
+        if task_ids.is_empty() {
+            return Ok(());
+        }
+        let mut con = self.con.clone();
+        let _: () = con.zrem(keys::listed_key(scope), task_ids).await?;
+        Ok(())
     }
 
     /// Create the consumer group of each queue (and the stream) if missing.

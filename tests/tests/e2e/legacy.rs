@@ -215,6 +215,30 @@ async fn a_session_started_on_one_gateway_continues_on_another() -> Result<()> {
         )
         .await?;
     assert_eq!(r.status, 404);
+    // A request that says 2026-07-28 is a 2026 request, session header or not.
+    let mut h = Client::headers("tools/list", None);
+    h.push(("mcp-session-id", &s.id));
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list",
+                      "params": {"_meta": mcp_tasks_tests::meta(&caps_none())}});
+    let r = b.post_raw(&h, serde_json::to_vec(&body)?).await?;
+    assert_eq!(r.body["result"]["resultType"], "complete", "{}", r.body);
+    // A 2025 request without a session is told to initialize.
+    let mut h = base_headers();
+    h.push(("mcp-protocol-version", "2025-11-25"));
+    let r = b
+        .post_raw(
+            &h,
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}))?,
+        )
+        .await?;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("send initialize first")),
+        "{}",
+        r.body
+    );
     ctx.cleanup().await;
     Ok(())
 }
@@ -349,8 +373,9 @@ async fn the_2025_tasks_api_maps_onto_the_same_tasks() -> Result<()> {
         .iter()
         .filter_map(|t| t["taskId"].as_str())
         .collect();
+    // Tasks created through 2025-11-25 are listed; 2026-07-28 has no list and is not indexed.
     assert!(
-        listed.contains(&id.as_str()) && listed.contains(&modern.as_str()),
+        listed.contains(&id.as_str()) && !listed.contains(&modern.as_str()),
         "{}",
         r.body
     );
@@ -359,23 +384,41 @@ async fn the_2025_tasks_api_maps_onto_the_same_tasks() -> Result<()> {
         .await?;
     assert_eq!(r.error_code(), Some(-32602), "{}", r.body);
 
-    // Cancel a long one; a second cancel is -32602.
+    // Cancel a long one while it runs: it is cancelled when the answer comes, and stays so;
+    // a second cancel is -32602.
     let r = s
         .request(
             &a,
             7,
             "tools/call",
-            json!({"name": "sleep", "arguments": {"ms": 60000}, "task": {}}),
+            json!({"name": "sleep", "arguments": {"ms": 60000, "steps": 60}, "task": {}}),
         )
         .await?;
     let long = r.body["result"]["task"]["taskId"]
         .as_str()
         .context("taskId")?
         .to_owned();
+    poll_until(WITHIN, || async {
+        let r = s
+            .request(&b, 70, "tasks/get", json!({"taskId": long}))
+            .await
+            .ok()?;
+        r.body["result"]["statusMessage"].is_string().then_some(())
+    })
+    .await
+    .context("the long task never started")?;
     let r = s
         .request(&b, 8, "tasks/cancel", json!({"taskId": long}))
         .await?;
     assert_eq!(r.body["result"]["status"], "cancelled", "{}", r.body);
+    let r = s
+        .request(&a, 80, "tasks/get", json!({"taskId": long}))
+        .await?;
+    assert_eq!(r.body["result"]["status"], "cancelled", "{}", r.body);
+    // Anonymous callers are one principal: each session lists only its own tasks.
+    let other = Session::start(&b, "2025-11-25", json!({})).await?;
+    let r = other.request(&b, 81, "tasks/list", json!({})).await?;
+    assert_eq!(r.body["result"]["tasks"], json!([]), "{}", r.body);
     let r = s
         .request(&a, 9, "tasks/cancel", json!({"taskId": long}))
         .await?;
@@ -449,6 +492,51 @@ async fn the_2025_tasks_api_maps_onto_the_same_tasks() -> Result<()> {
         .await?;
     assert_eq!(r.error_code(), Some(-32602), "{}", r.body);
 
+    // A JSON-only tasks/result on a task waiting for input says how to get the question, and
+    // the task keeps waiting.
+    let asker = Session::start(&a, "2025-11-25", json!({"elicitation": {}})).await?;
+    let r = asker
+        .request(
+            &a,
+            20,
+            "tools/call",
+            json!({"name": "ask", "arguments": {"question": "?"}, "task": {}}),
+        )
+        .await?;
+    let asking = r.body["result"]["task"]["taskId"]
+        .as_str()
+        .context("taskId")?
+        .to_owned();
+    poll_until(WITHIN, || async {
+        let r = asker
+            .request(&b, 21, "tasks/get", json!({"taskId": asking}))
+            .await
+            .ok()?;
+        (r.body["result"]["status"] == "input_required").then_some(())
+    })
+    .await?;
+
+    let mut hj = asker.headers();
+    hj[1] = ("accept", "application/json");
+    let r = b
+        .post_raw(
+            &hj,
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 23,
+            "method": "tasks/result", "params": {"taskId": asking}}))?,
+        )
+        .await?;
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("text/event-stream")),
+        "{}",
+        r.body
+    );
+    let r = asker
+        .request(&a, 24, "tasks/get", json!({"taskId": asking}))
+        .await?;
+    assert_eq!(r.body["result"]["status"], "input_required", "{}", r.body);
+
     // 2025-06-18 has no tasks API.
     let old = Session::start(&a, "2025-06-18", json!({})).await?;
     let r = old
@@ -521,6 +609,17 @@ async fn the_session_stream_carries_status_notifications_from_any_gateway() -> R
         )
         .await?;
     assert_eq!(res.status(), 405);
+    // A 2025-06-18 session has nothing to receive on it.
+    let old = Session::start(&a, "2025-06-18", json!({})).await?;
+    let res = b
+        .send_raw(
+            "GET",
+            "/mcp",
+            &[("accept", "text/event-stream"), ("mcp-session-id", &old.id)],
+            Default::default(),
+        )
+        .await?;
+    assert_eq!(res.status(), 405);
     let res = b
         .send_raw(
             "GET",
@@ -548,18 +647,22 @@ async fn leaving_or_cancelling_a_synchronous_call_cancels_its_task() -> Result<(
     let call = json!({"name": "sleep", "arguments": {"ms": 60000, "steps": 60},
                       "_meta": {"progressToken": 1}});
 
-    let newest = |r: Reply| -> Option<(String, String)> {
-        let t = r.body["result"]["tasks"].as_array()?.first()?.clone();
-        Some((
-            t["taskId"].as_str()?.to_owned(),
-            t["status"].as_str()?.to_owned(),
-        ))
-    };
     let mut stream = s.stream(&a, json!(1), "tools/call", call.clone()).await?;
     stream.next(WITHIN).await.context("no progress")?;
-    let (task, status) =
-        newest(s.request(&b, 2, "tasks/list", json!({})).await?).context("listed")?;
-    assert_eq!(status, "working");
+    // A synchronous call's task is not listed; Redis names it.
+    let keys = ctx.redis.cli(&["--scan", "--pattern", "mcpt:task:*"])?;
+    let task = keys
+        .lines()
+        .find_map(|k| {
+            k.strip_prefix("mcpt:task:{")?
+                .split_once('}')
+                .map(|(id, _)| id.to_owned())
+        })
+        .context("no task key")?;
+    let r = s
+        .request(&b, 2, "tasks/get", json!({"taskId": task}))
+        .await?;
+    assert_eq!(r.body["result"]["status"], "working", "{}", r.body);
     drop(stream);
     poll_until(WITHIN, || async {
         let r = s
@@ -696,5 +799,54 @@ async fn official_2025_clients_work_against_two_gateways() -> Result<()> {
         .await?;
     assert_eq!(r.body["result"]["resultType"], "complete", "{}", r.body);
     ctx.cleanup().await;
+    Ok(())
+}
+
+/// A session belongs to the principal that started it: another principal using its id gets
+/// the same 404 as an unknown session (tokens authentication).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_is_its_principals_only() -> Result<()> {
+    let dir = std::env::temp_dir().join(format!("mcpt-legacy-tokens-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join("tokens");
+    std::fs::write(
+        &file,
+        "alice alice-token-0123456789abcdef\nbob bob-token-0123456789abcdef0000\n",
+    )?;
+    let env = [
+        ("MCPT_AUTH", "tokens".to_owned()),
+        ("MCPT_AUTH_TOKENS_FILE", file.display().to_string()),
+    ];
+    let redis = mcp_tasks_tests::RedisServer::start()?;
+    let gateway = mcp_tasks_tests::Gateway::start(&redis.url(), &env)?;
+    let _worker = mcp_tasks_tests::Worker::start(&redis.url(), &env)?;
+    let base = gateway.client();
+    let alice = base.with_token("alice-token-0123456789abcdef");
+    let bob = base.with_token("bob-token-0123456789abcdef0000");
+    alice.wait_for_tool("sleep").await?;
+    let s = Session::start(&alice, "2025-11-25", json!({})).await?;
+    let r = s.request(&alice, 1, "ping", json!({})).await?;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = s.request(&bob, 2, "ping", json!({})).await?;
+    assert_eq!(r.status, 404, "{}", r.body);
+    let res = bob
+        .send_raw(
+            "DELETE",
+            "/mcp",
+            &[("mcp-session-id", &s.id)],
+            Default::default(),
+        )
+        .await?;
+    assert_eq!(res.status(), 404);
+    // Without credentials: 401, as for any request.
+    let r = s.request(&base, 3, "ping", json!({})).await?;
+    assert_eq!(r.status, 401, "{}", r.body);
+    let r = s.request(&alice, 4, "ping", json!({})).await?;
+    assert_eq!(
+        r.status, 200,
+        "Alice's session survived Bob's attempts: {}",
+        r.body
+    );
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

@@ -1439,7 +1439,7 @@ async fn legacy_initialize_starts_a_2025_session() -> Result<()> {
     for (asked, got) in [
         ("2025-11-25", "2025-11-25"),
         ("2025-06-18", "2025-06-18"),
-        ("2025-03-26", "2025-03-26"),
+        ("2025-03-26", "2025-11-25"),
         ("2024-11-05", "2025-11-25"),
     ] {
         let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
