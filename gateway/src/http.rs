@@ -309,7 +309,9 @@ async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
                 .protocol_version
                 .as_ref()
                 .and_then(|v| v.as_ref().ok());
-            if let Some(v) = version.filter(|v| crate::legacy::VERSIONS.contains(&v.as_str())) {
+            if let DispatchError::BadMeta(_) = e
+                && let Some(v) = version.filter(|v| crate::legacy::VERSIONS.contains(&v.as_str()))
+            {
                 let e = DispatchError::InvalidRequest(format!(
                     "protocol {v} needs a session: send initialize first, then its Mcp-Session-Id on every request"
                 ));
