@@ -870,6 +870,7 @@ impl Store {
                 .arg(field)
                 .arg(payload)
                 .arg(message)
+                .arg(crate::protocol::time::now_millis())
                 .invoke_async(&mut con)
                 .await?,
         )?;

@@ -5,8 +5,12 @@
 -- (0: the run never took one)
 -- ARGV[5] status  ARGV[6] field ('result' | 'error' | '')  ARGV[7] payload JSON
 -- ARGV[8] status message ('' = keep)
+-- ARGV[9] the worker's clock (ms): it stamps lastUpdatedAt (never moving it back), and only
+--         when it says the TTL has passed is Redis' clock read (TIME) to confirm — as in
+--         start.lua, so the usual path needs no TIME.
 -- Returns: {'ok'} | {'gone'} | {'terminal', status} | {'fenced'}
--- The usual path: HGETALL, TIME, HSET, PUBLISH, XACK, XDEL.
+-- The usual path: HGETALL, HSET, PUBLISH, XACK, XDEL.
+STAMP = tonumber(ARGV[9])
 local task = load(KEYS[1])
 if not task then
   ack(KEYS[2], ARGV[2], ARGV[3])
@@ -16,7 +20,9 @@ if is_terminal(task.status) then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'terminal', task.status}
 end
-if past_ttl(task.created, task.ttl) then
+if task.ttl and task.ttl ~= '' and STAMP and task.created
+    and STAMP >= tonumber(task.created) + tonumber(task.ttl)
+    and past_ttl(task.created, task.ttl) then
   -- Work that ends after its TTL ends failed, whatever it produced.
   expire(KEYS[1], ARGV[1], task.created, task.ttl, task.updated)
   ack(KEYS[2], ARGV[2], ARGV[3])

@@ -11,6 +11,13 @@ local function now_ms()
   return NOW
 end
 
+-- A caller's clock (ms) for timestamps, when the script was given one: a worker's clock
+-- stamps lastUpdatedAt without a TIME command. TTL decisions still read Redis' clock.
+local STAMP = nil
+local function stamp_ms()
+  return STAMP or now_ms()
+end
+
 -- The whole task hash as a table (nil when it is gone): one HGETALL that serves the
 -- checks, the version bump and the published state.
 local function load(key)
@@ -36,7 +43,7 @@ end
 -- gets the new state.
 local function commit(key, channel, task, changes, observable)
   if observable then
-    local now = now_ms()
+    local now = stamp_ms()
     local prev = tonumber(task.updated or '0') or 0
     if prev > now then now = prev end
     changes.updated = string.format('%d', now)
