@@ -432,6 +432,55 @@ impl Worker {
     }
 }
 
+/// Write a tool catalog (`MCPT_TOOLS_FILE`) to a fresh `tools.toml` in a private folder.
+pub fn write_catalog(text: &str) -> Result<PathBuf> {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("mcpt-catalog-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("tools.toml");
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+/// A Redis, a gateway and a worker offering a tool catalog.
+pub struct CatalogStack {
+    /// The Redis.
+    pub redis: RedisServer,
+    /// The gateway.
+    pub gateway: Gateway,
+    /// The worker reading the catalog.
+    pub worker: Worker,
+    /// A client of the gateway.
+    pub client: Client,
+}
+
+impl CatalogStack {
+    /// Start the three with the catalog `text` (plus `worker_env`, and `gateway_env` for the
+    /// gateway), once `wanted` is listed.
+    pub async fn start(
+        text: &str,
+        wanted: &str,
+        worker_env: &[(&str, String)],
+        gateway_env: &[(&str, String)],
+    ) -> Result<CatalogStack> {
+        let path = write_catalog(text)?;
+        let redis = RedisServer::start()?;
+        let mut env = vec![("MCPT_TOOLS_FILE", path.display().to_string())];
+        env.extend(worker_env.iter().cloned());
+        let worker = Worker::start(&redis.url(), &env)?;
+        let gateway = Gateway::start(&redis.url(), gateway_env)?;
+        let client = gateway.client();
+        client.wait_for_tool(wanted).await?;
+        Ok(CatalogStack {
+            redis,
+            gateway,
+            worker,
+            client,
+        })
+    }
+}
+
 /// One Redis, some gateways, some workers.
 pub struct TestContext {
     /// The Redis.
@@ -762,27 +811,9 @@ impl Client {
             "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
             "params": {"notifications": {"taskIds": task_ids}, "_meta": meta(&caps_tasks())}
         });
-        let res = self
-            .send_raw(
-                "POST",
-                "/mcp",
-                &Client::headers("subscriptions/listen", None),
-                serde_json::to_vec(&body)?.into(),
-            )
-            .await?;
-        if res
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            != Some("text/event-stream")
-        {
-            let r = read_reply(res).await?;
-            bail!("listen did not open a stream: {} {}", r.status, r.body);
-        }
-        Ok(SseStream {
-            body: res.into_body(),
-            buf: Vec::new(),
-        })
+        self.post_stream(&Client::headers("subscriptions/listen", None), &body)
+            .await
+            .map_err(|e| anyhow!("listen: {e}"))
     }
 }
 

@@ -37,6 +37,26 @@ use serde_json::{Value, json};
 use self::command::{Command, CommandTool, Part};
 use crate::{Policy, Tool, ToolSpec};
 
+/// An http-or-https connector for the services and servers a catalog names: TLS by ring
+/// with the webpki roots (as everywhere in this project), HTTP/1.
+///
+/// # Errors
+/// TLS cannot be set up (the platform's crypto provider is unusable).
+pub(crate) fn web_connector(
+    connect_timeout: Duration,
+) -> Result<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, String>
+{
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(connect_timeout));
+    Ok(hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+        .map_err(|e| format!("cannot set up TLS: {e}"))?
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http))
+}
+
 /// The variable naming the catalog file; unset or empty means no catalog.
 pub const ENV_TOOLS_FILE: &str = "MCPT_TOOLS_FILE";
 

@@ -4,56 +4,27 @@
 //!
 //! Each test writes its catalog to a temp file and starts its own Redis, gateway and worker.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
-use mcp_tasks_tests::{Client, Gateway, Process, RedisServer, Worker, caps_none, poll_until};
+use mcp_tasks_tests::{
+    CatalogStack, Client, Gateway, Process, RedisServer, Worker, caps_none, poll_until,
+    write_catalog,
+};
 use serde_json::{Value, json};
 
 const WITHIN: Duration = Duration::from_secs(15);
 
 const TEXT_SCHEMA: &str = r#"input_schema = { type = "object", properties = { text = { type = "string" } }, required = ["text"] }"#;
 
-/// Write `text` to a fresh `tools.toml` and return its path.
-fn catalog(text: &str) -> Result<PathBuf> {
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("mcpt-catalog-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join("tools.toml");
-    std::fs::write(&path, text)?;
-    Ok(path)
-}
-
 /// A Redis, a gateway and a worker offering the catalog `text`, once `wanted` is listed.
-struct Setup {
-    _redis: RedisServer,
-    _gateway: Gateway,
-    _worker: Worker,
-    client: Client,
-}
-
 async fn start(
     text: &str,
     wanted: &str,
     gateway_env: &[(&str, String)],
     worker_env: &[(&str, String)],
-) -> Result<Setup> {
-    let path = catalog(text)?;
-    let redis = RedisServer::start()?;
-    let mut env = vec![("MCPT_TOOLS_FILE", path.display().to_string())];
-    env.extend(worker_env.iter().cloned());
-    let worker = Worker::start(&redis.url(), &env)?;
-    let gateway = Gateway::start(&redis.url(), gateway_env)?;
-    let client = gateway.client();
-    client.wait_for_tool(wanted).await?;
-    Ok(Setup {
-        _redis: redis,
-        _gateway: gateway,
-        _worker: worker,
-        client,
-    })
+) -> Result<CatalogStack> {
+    CatalogStack::start(text, wanted, worker_env, gateway_env).await
 }
 
 /// Run `tool` as a task to completion and return its `CallToolResult`.
@@ -348,7 +319,7 @@ async fn catalog_with_mistakes_is_refused_at_start() -> Result<()> {
         ),
     ];
     for (text, want) in cases {
-        let path = catalog(&text)?;
+        let path = write_catalog(&text)?;
         let (mut p, _) = Process::spawn(
             "mcp-tasks-worker",
             &[
@@ -375,7 +346,7 @@ async fn catalog_with_mistakes_is_refused_at_start() -> Result<()> {
 async fn task_cancelled_while_queued_never_runs() -> Result<()> {
     let marker = std::env::temp_dir().join(format!("mcpt-ran-{}", std::process::id()));
     let _ = std::fs::remove_file(&marker);
-    let path = catalog(&format!(
+    let path = write_catalog(&format!(
         r#"
         [[command]]
         name = "touch_marker"

@@ -8,7 +8,6 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,7 +19,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use mcp_tasks_tests::{Client, Gateway, Process, RedisServer, Worker, poll_until};
+use mcp_tasks_tests::{CatalogStack, Client, Process, poll_until, write_catalog};
 use serde_json::{Value, json};
 
 const WITHIN: Duration = Duration::from_secs(15);
@@ -29,43 +28,10 @@ const WITHIN: Duration = Duration::from_secs(15);
 const TOKEN_VAR: &str = "MCPT_E2E_JOB_TOKEN";
 const TOKEN: &str = "Bearer e2e-secret";
 
-/// Write `text` to a fresh `tools.toml` and return its path.
-fn catalog(text: &str) -> Result<PathBuf> {
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("mcpt-http-catalog-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join("tools.toml");
-    std::fs::write(&path, text)?;
-    Ok(path)
-}
-
 /// A Redis, a gateway and a worker (with [`TOKEN_VAR`] set) offering the catalog `text`,
 /// once `wanted` is listed.
-struct Setup {
-    _redis: RedisServer,
-    _gateway: Gateway,
-    _worker: Worker,
-    client: Client,
-}
-
-async fn start(text: &str, wanted: &str) -> Result<Setup> {
-    let path = catalog(text)?;
-    let redis = RedisServer::start()?;
-    let env = [
-        ("MCPT_TOOLS_FILE", path.display().to_string()),
-        (TOKEN_VAR, TOKEN.to_owned()),
-    ];
-    let worker = Worker::start(&redis.url(), &env)?;
-    let gateway = Gateway::start(&redis.url(), &[])?;
-    let client = gateway.client();
-    client.wait_for_tool(wanted).await?;
-    Ok(Setup {
-        _redis: redis,
-        _gateway: gateway,
-        _worker: worker,
-        client,
-    })
+async fn start(text: &str, wanted: &str) -> Result<CatalogStack> {
+    CatalogStack::start(text, wanted, &[(TOKEN_VAR, TOKEN.to_owned())], &[]).await
 }
 
 /// Run `tool` as a task to completion and return its `CallToolResult`.
@@ -498,7 +464,7 @@ async fn http_catalog_with_mistakes_is_refused_at_start() -> Result<()> {
         ),
     ];
     for (text, want) in cases {
-        let path = catalog(&text)?;
+        let path = write_catalog(&text)?;
         let (mut p, _) = Process::spawn(
             "mcp-tasks-worker",
             &[

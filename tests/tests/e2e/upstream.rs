@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use mcp_tasks_tests::{Client, Gateway, Process, RedisServer, Worker, poll_until, repo_root};
+use mcp_tasks_tests::{CatalogStack, Client, Process, poll_until, repo_root, write_catalog};
 use serde_json::{Value, json};
 
 const WITHIN: Duration = Duration::from_secs(30);
@@ -37,51 +37,25 @@ fn everything_command() -> Result<String> {
     ))
 }
 
-/// Write `text` to a fresh `tools.toml` and return its path.
-fn catalog(text: &str) -> Result<PathBuf> {
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("mcpt-upstream-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join("tools.toml");
-    std::fs::write(&path, text)?;
-    Ok(path)
-}
-
 /// A Redis, a gateway and a worker offering the catalog `text`, once `wanted` is listed.
-struct Setup {
-    _redis: RedisServer,
-    _gateway: Gateway,
-    worker: Worker,
-    client: Client,
+async fn start(text: &str, wanted: &str) -> Result<CatalogStack> {
+    CatalogStack::start(text, wanted, &[], &[]).await
 }
 
-async fn start(text: &str, wanted: &str) -> Result<Setup> {
-    let path = catalog(text)?;
-    let redis = RedisServer::start()?;
-    let worker = Worker::start(
-        &redis.url(),
-        &[("MCPT_TOOLS_FILE", path.display().to_string())],
-    )?;
-    let gateway = Gateway::start(&redis.url(), &[])?;
-    let client = gateway.client();
-    client.wait_for_tool(wanted).await?;
-    Ok(Setup {
-        _redis: redis,
-        _gateway: gateway,
-        worker,
-        client,
-    })
-}
-
-impl Setup {
+/// Stopping a stack whose worker runs upstream processes.
+trait StopUpstreams {
     /// Stop the worker with SIGTERM, as an orchestrator does, and check that the upstream
     /// processes it started (its children) ended with it.
+    fn stop(self) -> Result<()>;
+    /// [`StopUpstreams::stop`], returning how many upstream processes ended with the worker.
+    fn stop_counting(self) -> Result<usize>;
+}
+
+impl StopUpstreams for CatalogStack {
     fn stop(self) -> Result<()> {
         self.stop_counting().map(|_| ())
     }
 
-    /// [`Setup::stop`], returning how many upstream processes ended with the worker.
     fn stop_counting(mut self) -> Result<usize> {
         let pid = self.worker.process.child().id();
         let children = children_of(pid);
@@ -542,7 +516,7 @@ async fn upstream_mistakes_are_refused_at_start() -> Result<()> {
         ),
     ];
     for (text, want) in cases {
-        let path = catalog(&text)?;
+        let path = write_catalog(&text)?;
         let (mut p, _) = Process::spawn(
             "mcp-tasks-worker",
             &[

@@ -41,15 +41,7 @@ impl Service {
     /// # Errors
     /// TLS cannot be set up (the platform's crypto provider is unusable).
     pub(super) fn new(url: Uri, headers: HeaderMap, max_output: usize) -> Result<Self, String> {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-            .map_err(|e| format!("cannot set up TLS: {e}"))?
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+        let https = crate::catalog::web_connector(CONNECT_TIMEOUT)?;
         Ok(Service {
             url,
             headers,

@@ -41,16 +41,7 @@ impl Http {
     /// A transport for `url` feeding `core`; nothing is sent yet.
     pub(super) fn new(url: &str, core: Arc<Core>) -> Result<Http, String> {
         let url: hyper::Uri = url.parse().map_err(|e| format!("bad url {url}: {e}"))?;
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(std::time::Duration::from_secs(10)));
-        // https with the webpki roots (ring, as everywhere in this project), or plain http.
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-            .map_err(|e| format!("cannot set up TLS: {e}"))?
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+        let connector = crate::catalog::web_connector(std::time::Duration::from_secs(10))?;
         Ok(Http {
             inner: Arc::new(Inner {
                 url,
