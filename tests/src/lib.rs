@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, anyhow, bail};
+use anyhow::{Context as _, Result, anyhow, bail, ensure};
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
@@ -441,6 +441,28 @@ pub fn write_catalog(text: &str) -> Result<PathBuf> {
     let path = dir.join("tools.toml");
     std::fs::write(&path, text)?;
     Ok(path)
+}
+
+/// A worker given the catalog `text` refuses to start with exit 64 and one line on stderr
+/// naming the file and containing `want`.
+pub fn assert_catalog_refused(text: &str, want: &str) -> Result<()> {
+    let path = write_catalog(text)?;
+    let (mut p, _) = Process::spawn(
+        "mcp-tasks-worker",
+        &[
+            // Never reached: the catalog is checked before anything connects.
+            ("MCPT_REDIS_URL", "redis://127.0.0.1:1".to_owned()),
+            ("MCPT_TOOLS", "demo".to_owned()),
+            ("MCPT_TOOLS_FILE", path.display().to_string()),
+        ],
+    )?;
+    let line = p
+        .usage_error()
+        .with_context(|| format!("catalog {text:?}"))?;
+    let want_file = format!("MCPT_TOOLS_FILE={}: ", path.display());
+    ensure!(line.contains(&want_file), "{line}");
+    ensure!(line.contains(want), "got {line}\nwant {want}");
+    Ok(())
 }
 
 /// A Redis, a gateway and a worker offering a tool catalog.

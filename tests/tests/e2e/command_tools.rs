@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use mcp_tasks_tests::{
-    CatalogStack, Client, Gateway, Process, RedisServer, Worker, caps_none, poll_until,
-    write_catalog,
+    CatalogStack, Client, Gateway, RedisServer, Worker, assert_catalog_refused, caps_none,
+    poll_until, write_catalog,
 };
 use serde_json::{Value, json};
 
@@ -319,22 +319,7 @@ async fn catalog_with_mistakes_is_refused_at_start() -> Result<()> {
         ),
     ];
     for (text, want) in cases {
-        let path = write_catalog(&text)?;
-        let (mut p, _) = Process::spawn(
-            "mcp-tasks-worker",
-            &[
-                // Never reached: the catalog is checked before anything connects.
-                ("MCPT_REDIS_URL", "redis://127.0.0.1:1".to_owned()),
-                ("MCPT_TOOLS", "demo".to_owned()),
-                ("MCPT_TOOLS_FILE", path.display().to_string()),
-            ],
-        )?;
-        let line = p
-            .usage_error()
-            .with_context(|| format!("catalog {text:?}"))?;
-        let want_file = format!("MCPT_TOOLS_FILE={}: ", path.display());
-        assert!(line.contains(&want_file), "{line}");
-        assert!(line.contains(want), "got {line}\nwant {want}");
+        assert_catalog_refused(&text, want)?;
     }
     Ok(())
 }

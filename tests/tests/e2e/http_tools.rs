@@ -19,7 +19,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use mcp_tasks_tests::{CatalogStack, Client, Process, poll_until, write_catalog};
+use mcp_tasks_tests::{CatalogStack, Client, assert_catalog_refused, poll_until};
 use serde_json::{Value, json};
 
 const WITHIN: Duration = Duration::from_secs(15);
@@ -464,22 +464,7 @@ async fn http_catalog_with_mistakes_is_refused_at_start() -> Result<()> {
         ),
     ];
     for (text, want) in cases {
-        let path = write_catalog(&text)?;
-        let (mut p, _) = Process::spawn(
-            "mcp-tasks-worker",
-            &[
-                // Never reached: the catalog is checked before anything connects.
-                ("MCPT_REDIS_URL", "redis://127.0.0.1:1".to_owned()),
-                ("MCPT_TOOLS", "demo".to_owned()),
-                ("MCPT_TOOLS_FILE", path.display().to_string()),
-            ],
-        )?;
-        let line = p
-            .usage_error()
-            .with_context(|| format!("catalog {text:?}"))?;
-        let want_file = format!("MCPT_TOOLS_FILE={}: ", path.display());
-        assert!(line.contains(&want_file), "{line}");
-        assert!(line.contains(want), "got {line}\nwant {want}");
+        assert_catalog_refused(&text, want)?;
     }
     Ok(())
 }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use mcp_tasks_tests::{CatalogStack, Client, Process, poll_until, repo_root, write_catalog};
+use mcp_tasks_tests::{CatalogStack, Client, assert_catalog_refused, poll_until, repo_root};
 use serde_json::{Value, json};
 
 const WITHIN: Duration = Duration::from_secs(30);
@@ -516,22 +516,7 @@ async fn upstream_mistakes_are_refused_at_start() -> Result<()> {
         ),
     ];
     for (text, want) in cases {
-        let path = write_catalog(&text)?;
-        let (mut p, _) = Process::spawn(
-            "mcp-tasks-worker",
-            &[
-                // Never reached: the catalog is checked before anything connects.
-                ("MCPT_REDIS_URL", "redis://127.0.0.1:1".to_owned()),
-                ("MCPT_TOOLS", "demo".to_owned()),
-                ("MCPT_TOOLS_FILE", path.display().to_string()),
-            ],
-        )?;
-        let line = p
-            .usage_error()
-            .with_context(|| format!("catalog {text:?}"))?;
-        let want_file = format!("MCPT_TOOLS_FILE={}: ", path.display());
-        assert!(line.contains(&want_file), "{line}");
-        assert!(line.contains(want), "got {line}\nwant {want}");
+        assert_catalog_refused(&text, want)?;
     }
     Ok(())
 }
