@@ -16,5 +16,6 @@ mod outage;
 mod processes;
 mod protocol;
 mod recovery;
+mod redis_cluster;
 mod telemetry;
 mod upstream;
