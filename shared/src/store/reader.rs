@@ -5,15 +5,19 @@
 //! one stream per shard, each in its shard's slot, and one `XREADGROUP` may only name keys
 //! of one slot. So the reader keeps one connection per shard, to the primary owning the
 //! shard's slot (found by following `MOVED` from a seed node, and again when slots move),
-//! reads the shards in turn without blocking, and blocks on all of them at once. A blocked
-//! read may return more jobs than were asked for (one per shard); the rest are kept here and
+//! reads the shards in turn without blocking, and blocks on all of them at once; the first
+//! shard to return jobs ends the others' waits (`CLIENT UNBLOCK`, from a control connection
+//! per node). A blocked read may return more jobs than were asked for (a few shards may
+//! answer at once); the rest are kept here and
 //! handed out first on the next read. They are delivered to this consumer meanwhile, so if
 //! the worker stops before taking them, the sweep hands them to another worker after the
 //! lease, as for any job of a worker that died.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
 use redis::AsyncCommands as _;
 use redis::aio::MultiplexedConnection;
 use redis::streams::{StreamReadOptions, StreamReadReply};
@@ -62,6 +66,7 @@ impl JobReader {
                             con: None,
                         })
                         .collect(),
+                    control: HashMap::new(),
                     kept: VecDeque::new(),
                     next: 0,
                 })
@@ -133,6 +138,8 @@ fn deliveries(
 struct ClusterReader {
     seeds: Vec<redis::ConnectionInfo>,
     shards: Vec<ShardReader>,
+    /// A connection per node for `CLIENT UNBLOCK` (a blocked connection cannot send it).
+    control: HashMap<(String, u16), MultiplexedConnection>,
     /// Jobs a blocked read returned beyond what was asked for.
     kept: VecDeque<Delivery>,
     /// The shard the next non-blocking round starts at (so no shard starves).
@@ -177,19 +184,46 @@ impl ClusterReader {
                 _ => Ok(out),
             };
         }
-        // Block on every shard at once; each read returns by its BLOCK timeout, so waiting
-        // for all of them loses no job (a dropped read would leave its jobs pending here).
-        let reads = self
+        // Block on every shard at once. As soon as one returns jobs, the others are
+        // unblocked (`CLIENT UNBLOCK`: they return as if timed out, having taken nothing),
+        // and every read is awaited to its end, so none leaves jobs it took behind.
+        let mut failed = None;
+        for shard in &mut self.shards {
+            if let Err(e) = shard.ensure(seeds).await {
+                failed = Some(e);
+            }
+        }
+        let blocked: Vec<Option<((String, u16), i64)>> = self
+            .shards
+            .iter()
+            .map(|s| s.con.as_ref().map(|c| (c.addr.clone(), c.id)))
+            .collect();
+        let mut reads: FuturesUnordered<_> = self
             .shards
             .iter_mut()
-            .map(|shard| shard.read(seeds, queues, read_options(consumer, 1, block_ms)));
-        let results = futures_util::future::join_all(reads).await;
+            .enumerate()
+            .filter(|(_, s)| s.con.is_some())
+            .map(|(i, shard)| {
+                let opts = read_options(consumer, 1, block_ms);
+                async move { (i, shard.read(seeds, queues, opts).await) }
+            })
+            .collect();
+        let mut done = vec![false; blocked.len()];
         let mut out = Vec::new();
-        let mut failed = None;
-        for r in results {
+        let mut unblocked = false;
+        while let Some((i, r)) = reads.next().await {
+            done[i] = true;
             match r {
                 Ok(found) => out.extend(found),
                 Err(e) => failed = Some(e),
+            }
+            if !out.is_empty() && !unblocked {
+                unblocked = true;
+                for (j, b) in blocked.iter().enumerate() {
+                    if let (false, Some((addr, id))) = (done[j], b) {
+                        unblock(&mut self.control, seeds, addr, *id).await;
+                    }
+                }
             }
         }
         if out.is_empty()
@@ -204,15 +238,82 @@ impl ClusterReader {
     }
 }
 
+/// `CLIENT UNBLOCK id` on `addr`, through that node's control connection (best effort: a
+/// read that is not unblocked ends by its BLOCK timeout).
+async fn unblock(
+    control: &mut HashMap<(String, u16), MultiplexedConnection>,
+    seeds: &[redis::ConnectionInfo],
+    addr: &(String, u16),
+    id: i64,
+) {
+    if !control.contains_key(addr) {
+        let Ok(info) = node_info(seeds, Some(addr)) else {
+            return;
+        };
+        let Ok(client) = redis::Client::open(info) else {
+            return;
+        };
+        let config = redis::AsyncConnectionConfig::new()
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_connection_timeout(Some(CONNECT_TIMEOUT));
+        match client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+        {
+            Ok(con) => {
+                control.insert(addr.clone(), con);
+            }
+            Err(_) => return,
+        }
+    }
+    let Some(con) = control.get_mut(addr) else {
+        return;
+    };
+    let r: redis::RedisResult<i64> = redis::cmd("CLIENT")
+        .arg("UNBLOCK")
+        .arg(id)
+        .query_async(con)
+        .await;
+    if r.is_err() {
+        control.remove(addr);
+    }
+}
+
+/// One shard's connection: where it goes and its `CLIENT ID`.
+struct ShardCon {
+    con: MultiplexedConnection,
+    addr: (String, u16),
+    id: i64,
+}
+
 /// The connection reading one shard's streams.
 struct ShardReader {
     tag: String,
     /// The primary owning the shard's slot, once a `MOVED` named it.
     node: Option<(String, u16)>,
-    con: Option<MultiplexedConnection>,
+    con: Option<ShardCon>,
 }
 
 impl ShardReader {
+    /// Connect, to the known owner of the shard's slot or else to a seed.
+    async fn ensure(&mut self, seeds: &[redis::ConnectionInfo]) -> redis::RedisResult<()> {
+        if self.con.is_some() {
+            return Ok(());
+        }
+        let info = node_info(seeds, self.node.as_ref())?;
+        let addr = match info.addr() {
+            redis::ConnectionAddr::Tcp(host, port)
+            | redis::ConnectionAddr::TcpTls { host, port, .. } => (host.clone(), *port),
+            _ => (String::new(), 0),
+        };
+        let mut con = redis::Client::open(info)?
+            .get_multiplexed_async_connection_with_config(&blocking_config())
+            .await?;
+        let id: i64 = redis::cmd("CLIENT").arg("ID").query_async(&mut con).await?;
+        self.con = Some(ShardCon { con, addr, id });
+        Ok(())
+    }
+
     async fn read(
         &mut self,
         seeds: &[redis::ConnectionInfo],
@@ -226,20 +327,12 @@ impl ShardReader {
         let ids: Vec<&str> = queues.iter().map(|_| ">").collect();
         // A redirect or two (first contact, a slot that moved), then give up for now.
         for _ in 0..3 {
-            let con = match &mut self.con {
-                Some(con) => con,
-                None => {
-                    let info = node_info(seeds, self.node.as_ref())?;
-                    let client = redis::Client::open(info)?;
-                    self.con.insert(
-                        client
-                            .get_multiplexed_async_connection_with_config(&blocking_config())
-                            .await?,
-                    )
-                }
+            self.ensure(seeds).await?;
+            let Some(con) = self.con.as_mut() else {
+                continue;
             };
             let reply: redis::RedisResult<Option<StreamReadReply>> =
-                con.xread_options(&streams, &ids, &opts).await;
+                con.con.xread_options(&streams, &ids, &opts).await;
             match reply {
                 Ok(reply) => return Ok(deliveries(queues, &streams, reply)),
                 Err(e) => {

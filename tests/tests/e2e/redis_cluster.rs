@@ -81,6 +81,59 @@ async fn notes_until(stream: &mut SseStream, id: &str, status: &str) -> Result<V
     }
 }
 
+/// Every task id `tasks/list` of a fresh 2025-11-25 session on `client` returns, page
+/// after page.
+async fn list_2025(client: &Client) -> Result<Vec<String>> {
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+    ];
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "cluster-2025", "version": "1"}}});
+    let r = client
+        .post_raw(&headers, serde_json::to_vec(&init)?)
+        .await?;
+    let sid = r
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .with_context(|| format!("no session: {}", r.body))?
+        .to_owned();
+    let mut session = headers.to_vec();
+    session.push(("mcp-session-id", &sid));
+    session.push(("mcp-protocol-version", "2025-11-25"));
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    client
+        .post_raw(&session, serde_json::to_vec(&note)?)
+        .await?;
+    let mut ids = Vec::new();
+    let mut cursor: Option<String> = None;
+    for page in 1..=100 {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let body = json!({"jsonrpc": "2.0", "id": page, "method": "tasks/list", "params": params});
+        let r = client
+            .post_raw(&session, serde_json::to_vec(&body)?)
+            .await?;
+        let tasks = r.body["result"]["tasks"]
+            .as_array()
+            .with_context(|| format!("tasks/list: {}", r.body))?;
+        ids.extend(
+            tasks
+                .iter()
+                .filter_map(|t| t["taskId"].as_str().map(str::to_owned)),
+        );
+        cursor = r.body["result"]["nextCursor"].as_str().map(str::to_owned);
+        if cursor.is_none() {
+            return Ok(ids);
+        }
+    }
+    bail!("tasks/list never ended")
+}
+
 /// Tasks in cluster mode: created, run, asked, answered, cancelled and notified as on one
 /// Redis, each task's keys in the slot of its shard, spread over all three masters.
 #[tokio::test]
@@ -177,6 +230,16 @@ async fn flow(stack: &Stack) -> Result<()> {
     let r = a.call("echo", json!({"text": "hi"}), &caps_tasks()).await?;
     assert_eq!(r.body["result"]["content"][0]["text"], "hi", "{}", r.body);
 
+    // A job reaching idle workers (blocked on every shard's stream) starts at once: the
+    // shard that got it ends the others' waits instead of waiting out their BLOCK (2 s).
+    for _ in 0..5 {
+        let started = Instant::now();
+        let id = a.start_task("sleep", json!({"ms": 0})).await?;
+        a.wait_status(&id, "completed", WITHIN).await?;
+        let took = started.elapsed();
+        assert!(took < Duration::from_millis(700), "{id} took {took:?}");
+    }
+
     // Many tasks at once, half through each gateway, all complete; their keys spread over
     // every master.
     let mut ids = Vec::new();
@@ -199,6 +262,16 @@ async fn flow(stack: &Stack) -> Result<()> {
     .await
     .context("some master holds no key")?;
     eprintln!("keys per master: {per_node:?}");
+
+    // A 2025-11-25 session lists them all: tasks/list scans every primary in turn.
+    let listed = list_2025(&b).await?;
+    for id in &ids {
+        assert!(
+            listed.contains(id),
+            "{id} not listed; listed {}",
+            listed.len()
+        );
+    }
     for (i, node) in stack.cluster.node_urls().iter().enumerate() {
         let tasks = stack
             .cluster
