@@ -810,16 +810,52 @@ impl Store {
         count: usize,
     ) -> StoreResult<(u64, Vec<String>)> {
         let mut con = self.con.clone();
-        let (next, found): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(self.layout.owner_tasks_pattern(owner))
-            .arg("COUNT")
-            .arg(count)
-            .arg("TYPE")
-            .arg("hash")
-            .query_async(&mut con)
-            .await?;
+        let mut scan = redis::cmd("SCAN");
+        let (next, found): (u64, Vec<String>) = match &mut con {
+            Con::Single(con) => {
+                scan.arg(cursor)
+                    .arg("MATCH")
+                    .arg(self.layout.owner_tasks_pattern(owner))
+                    .arg("COUNT")
+                    .arg(count)
+                    .arg("TYPE")
+                    .arg("hash");
+                scan.query_async(con).await?
+            }
+            Con::Cluster(con) => {
+                // Each primary in turn: the cursor carries the primary's index above
+                // CLUSTER_CURSOR_BITS and that primary's own SCAN cursor below.
+                let primaries = cluster_primaries(con).await?;
+                let node = usize::try_from(cursor >> CLUSTER_CURSOR_BITS).unwrap_or(usize::MAX);
+                let Some((host, port)) = primaries.get(node) else {
+                    return Ok((0, Vec::new()));
+                };
+                scan.arg(cursor & ((1 << CLUSTER_CURSOR_BITS) - 1))
+                    .arg("MATCH")
+                    .arg(self.layout.owner_tasks_pattern(owner))
+                    .arg("COUNT")
+                    .arg(count)
+                    .arg("TYPE")
+                    .arg("hash");
+                let routing = redis::cluster_routing::RoutingInfo::SingleNode(
+                    redis::cluster_routing::SingleNodeRoutingInfo::ByAddress {
+                        host: host.clone(),
+                        port: *port,
+                    },
+                );
+                let (inner, found): (u64, Vec<String>) =
+                    redis::from_redis_value(con.route_command(scan, routing).await?)
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let next = if inner != 0 {
+                    ((node as u64) << CLUSTER_CURSOR_BITS) | inner
+                } else if node + 1 < primaries.len() {
+                    ((node + 1) as u64) << CLUSTER_CURSOR_BITS
+                } else {
+                    0
+                };
+                (next, found)
+            }
+        };
         let ids = found
             .iter()
             .filter_map(|k| self.layout.task_of_key(k))
@@ -1204,6 +1240,33 @@ impl Store {
             .filter_map(|v| serde_json::from_str(v).ok())
             .collect())
     }
+}
+
+/// Bits of a cluster `SCAN` cursor that are the primary's own cursor (the rest: which
+/// primary, in address order). Redis cursors stay far below 2^48.
+const CLUSTER_CURSOR_BITS: u32 = 48;
+
+/// The primaries of a cluster (`CLUSTER SLOTS`), by address.
+async fn cluster_primaries(con: &mut ClusterConnection) -> StoreResult<Vec<(String, u16)>> {
+    let slots: Vec<redis::Value> = redis::cmd("CLUSTER").arg("SLOTS").query_async(con).await?;
+    let mut out: Vec<(String, u16)> = slots
+        .into_iter()
+        .filter_map(|range| {
+            let redis::Value::Array(parts) = range else {
+                return None;
+            };
+            let redis::Value::Array(primary) = parts.into_iter().nth(2)? else {
+                return None;
+            };
+            let mut it = primary.into_iter();
+            let host: String = redis::from_redis_value(it.next()?).ok()?;
+            let port: u16 = redis::from_redis_value(it.next()?).ok()?;
+            Some((host, port))
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
 }
 
 /// The create script's reply (or the limits script's refusal).
