@@ -5,7 +5,8 @@
 //! one stream per shard, each in its shard's slot, and one `XREADGROUP` may only name keys
 //! of one slot. So the reader keeps one connection per shard, to the primary owning the
 //! shard's slot (found by following `MOVED` from a seed node, and again when slots move),
-//! reads the shards in turn without blocking, and blocks on all of them at once; the first
+//! reads all shards at once without blocking (each for its share of the jobs wanted), and
+//! when there is nothing blocks on all of them at once; the first
 //! shard to return jobs ends the others' waits (`CLIENT UNBLOCK`, from a control connection
 //! per node). A blocked read may return more jobs than were asked for (a few shards may
 //! answer at once); the rest are kept here and
@@ -68,7 +69,6 @@ impl JobReader {
                         .collect(),
                     control: HashMap::new(),
                     kept: VecDeque::new(),
-                    next: 0,
                 })
             }
         };
@@ -140,10 +140,8 @@ struct ClusterReader {
     shards: Vec<ShardReader>,
     /// A connection per node for `CLIENT UNBLOCK` (a blocked connection cannot send it).
     control: HashMap<(String, u16), MultiplexedConnection>,
-    /// Jobs a blocked read returned beyond what was asked for.
+    /// Jobs a read returned beyond what was asked for.
     kept: VecDeque<Delivery>,
-    /// The shard the next non-blocking round starts at (so no shard starves).
-    next: usize,
 }
 
 impl ClusterReader {
@@ -160,29 +158,31 @@ impl ClusterReader {
         }
         let seeds = &self.seeds;
         if block_ms.is_none() {
-            // In turn, each shard for what is still wanted.
+            // Every shard at once, each for its share of what is wanted (so at most one per
+            // shard beyond `count` comes back; that is kept for the next read).
+            let n = self.shards.len().max(1);
+            let share = count.div_ceil(n).max(1);
+            let reads = self
+                .shards
+                .iter_mut()
+                .map(|shard| shard.read(seeds, queues, read_options(consumer, share, None)));
             let mut out = Vec::new();
             let mut failed = None;
-            let n = self.shards.len();
-            for k in 0..n {
-                let want = count - out.len();
-                if want == 0 {
-                    break;
-                }
-                let shard = &mut self.shards[(self.next + k) % n];
-                match shard
-                    .read(seeds, queues, read_options(consumer, want, None))
-                    .await
-                {
+            for r in futures_util::future::join_all(reads).await {
+                match r {
                     Ok(found) => out.extend(found),
                     Err(e) => failed = Some(e),
                 }
             }
-            self.next = (self.next + 1) % n.max(1);
-            return match failed {
-                Some(e) if out.is_empty() => Err(e.into()),
-                _ => Ok(out),
-            };
+            if out.is_empty()
+                && let Some(e) = failed
+            {
+                return Err(e.into());
+            }
+            if out.len() > count {
+                self.kept.extend(out.drain(count..));
+            }
+            return Ok(out);
         }
         // Block on every shard at once. As soon as one returns jobs, the others are
         // unblocked (`CLIENT UNBLOCK`: they return as if timed out, having taken nothing),
@@ -210,19 +210,37 @@ impl ClusterReader {
             .collect();
         let mut done = vec![false; blocked.len()];
         let mut out = Vec::new();
-        let mut unblocked = false;
-        while let Some((i, r)) = reads.next().await {
-            done[i] = true;
-            match r {
-                Ok(found) => out.extend(found),
-                Err(e) => failed = Some(e),
-            }
-            if !out.is_empty() && !unblocked {
-                unblocked = true;
+        let mut unblocking = false;
+        // An UNBLOCK that reaches a node before the read it means (still on its way) does
+        // nothing: it is sent again until every read has ended.
+        let mut again = tokio::time::interval(UNBLOCK_AGAIN);
+        loop {
+            let unblock_now = tokio::select! {
+                next = reads.next() => {
+                    let Some((i, r)) = next else { break };
+                    done[i] = true;
+                    match r {
+                        Ok(found) => out.extend(found),
+                        Err(e) => failed = Some(e),
+                    }
+                    let first = !out.is_empty() && !unblocking;
+                    if first {
+                        unblocking = true;
+                        again.reset();
+                    }
+                    first
+                }
+                _ = again.tick(), if unblocking => true,
+            };
+            if unblock_now {
+                let mut by_node: HashMap<&(String, u16), Vec<i64>> = HashMap::new();
                 for (j, b) in blocked.iter().enumerate() {
                     if let (false, Some((addr, id))) = (done[j], b) {
-                        unblock(&mut self.control, seeds, addr, *id).await;
+                        by_node.entry(addr).or_default().push(*id);
                     }
+                }
+                for (addr, ids) in by_node {
+                    unblock(&mut self.control, seeds, addr, &ids).await;
                 }
             }
         }
@@ -238,13 +256,16 @@ impl ClusterReader {
     }
 }
 
-/// `CLIENT UNBLOCK id` on `addr`, through that node's control connection (best effort: a
-/// read that is not unblocked ends by its BLOCK timeout).
+/// How often unblocking is tried again while some blocked read has not ended.
+const UNBLOCK_AGAIN: Duration = Duration::from_millis(20);
+
+/// `CLIENT UNBLOCK` each of `ids` on `addr`, in one pipeline on that node's control
+/// connection (best effort: a read that is not unblocked ends by its BLOCK timeout).
 async fn unblock(
     control: &mut HashMap<(String, u16), MultiplexedConnection>,
     seeds: &[redis::ConnectionInfo],
     addr: &(String, u16),
-    id: i64,
+    ids: &[i64],
 ) {
     if !control.contains_key(addr) {
         let Ok(info) = node_info(seeds, Some(addr)) else {
@@ -269,11 +290,11 @@ async fn unblock(
     let Some(con) = control.get_mut(addr) else {
         return;
     };
-    let r: redis::RedisResult<i64> = redis::cmd("CLIENT")
-        .arg("UNBLOCK")
-        .arg(id)
-        .query_async(con)
-        .await;
+    let mut pipe = redis::pipe();
+    for id in ids {
+        pipe.cmd("CLIENT").arg("UNBLOCK").arg(*id).ignore();
+    }
+    let r: redis::RedisResult<()> = pipe.query_async(con).await;
     if r.is_err() {
         control.remove(addr);
     }
