@@ -278,10 +278,13 @@ impl Sink {
     async fn subscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
         match self {
             Sink::Single(sink) => sink.subscribe(channels).await,
+            // One command per slot, sent together (each goes to its slot's node).
             Sink::Cluster(con) => {
-                for group in by_slot(channels) {
-                    con.ssubscribe(group).await?;
-                }
+                futures_util::future::try_join_all(by_slot(channels).into_iter().map(|group| {
+                    let mut con = con.clone();
+                    async move { con.ssubscribe(group).await }
+                }))
+                .await?;
                 Ok(())
             }
         }
@@ -291,9 +294,11 @@ impl Sink {
         match self {
             Sink::Single(sink) => sink.unsubscribe(channels).await,
             Sink::Cluster(con) => {
-                for group in by_slot(channels) {
-                    con.sunsubscribe(group).await?;
-                }
+                futures_util::future::try_join_all(by_slot(channels).into_iter().map(|group| {
+                    let mut con = con.clone();
+                    async move { con.sunsubscribe(group).await }
+                }))
+                .await?;
                 Ok(())
             }
         }
