@@ -283,3 +283,23 @@ async fn flow(stack: &Stack) -> Result<()> {
     }
     Ok(())
 }
+
+/// A malformed cluster node list, or shards without a cluster, stop each binary at start
+/// with exit code 64 and one line naming the variable (STYLE.md §6).
+#[tokio::test]
+async fn bad_cluster_settings_stop_the_binaries_with_one_line() -> Result<()> {
+    use crate::processes::assert_rejects_config;
+    let cluster = "redis+cluster://127.0.0.1:7000,127.0.0.1:7001";
+    for name in ["mcp-tasks-gateway", "mcp-tasks-worker"] {
+        for bad in [
+            "redis+cluster://127.0.0.1:7000,nohost",
+            "redis://127.0.0.1:7000,http://127.0.0.1:7001",
+        ] {
+            assert_rejects_config(name, cluster, "MCPT_REDIS_URL", bad).await?;
+        }
+        assert_rejects_config(name, "redis://127.0.0.1:7000", "MCPT_QUEUE_SHARDS", "8").await?;
+        assert_rejects_config(name, cluster, "MCPT_QUEUE_SHARDS", "0").await?;
+        assert_rejects_config(name, cluster, "MCPT_QUEUE_SHARDS", "2000").await?;
+    }
+    Ok(())
+}
