@@ -13,8 +13,9 @@
 //! `SPUBLISH` by the scripts), each held by the primary owning its slot: the hub's
 //! connection is a RESP3 cluster connection that subscribes each slot's channels on its
 //! node and hands the messages of every node to this loop. When a node's connection drops
-//! (or a slot moves and Redis drops its subscriptions), the hub subscribes the channels
-//! again and tells their watchers [`TaskEvent::Resync`], as on a reconnect of one Redis.
+//! the hub starts over on a new cluster connection, as on a reconnect of one Redis; when a
+//! slot moves (Redis drops its shard channels' subscriptions) it subscribes those channels
+//! again. Either way the watchers concerned are told [`TaskEvent::Resync`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -436,14 +437,15 @@ async fn run(
                     }
                     Some(Incoming::Message(msg)) => dispatch(&layout, &table, &msg),
                     Some(Incoming::NodeLost) => {
-                        // The cluster connection reconnects the node; subscribe again
-                        // (harmless where still subscribed), then every watcher re-reads.
-                        if !resubscribe(&table, &mut sink, None).await {
-                            break;
-                        }
+                        // Start over on a fresh cluster connection, as after a lost
+                        // connection to one Redis: subscribe everything, then every watcher
+                        // re-reads. (Repairing the one node in place left subscriptions
+                        // that no longer delivered in tests.)
+                        tracing::warn!("event subscriber lost a cluster node; reconnecting");
+                        break;
                     }
                     Some(Incoming::Dropped(channel)) => {
-                        if table.contains_key(&channel) && !resubscribe(&table, &mut sink, Some(&channel)).await {
+                        if table.contains_key(&channel) && !resubscribe(&table, &mut sink, &channel).await {
                             break;
                         }
                     }
@@ -453,31 +455,19 @@ async fn run(
     }
 }
 
-/// Subscribe `only` (or every watched channel) again, then tell its watchers to re-read;
-/// `false` when the connection must be replaced.
-async fn resubscribe(table: &Table, sink: &mut Sink, only: Option<&str>) -> bool {
-    let channels: Vec<&str> = match only {
-        Some(ch) => vec![ch],
-        None => table.keys().map(String::as_str).collect(),
-    };
-    if channels.is_empty() {
-        return true;
-    }
+/// Subscribe `channel` again (Redis dropped it: its slot moved), then tell its watchers to
+/// re-read; `false` when the connection must be replaced.
+async fn resubscribe(table: &Table, sink: &mut Sink, channel: &str) -> bool {
     if !matches!(
-        tokio::time::timeout(REDIS_TIMEOUT, sink.subscribe(&channels)).await,
+        tokio::time::timeout(REDIS_TIMEOUT, sink.subscribe(&[channel])).await,
         Ok(Ok(()))
     ) {
-        tracing::warn!("resubscribe after a lost node failed; reconnecting");
+        tracing::warn!("resubscribe after a moved slot failed; reconnecting");
         return false;
     }
-    tracing::info!(
-        channels = channels.len(),
-        "event subscriptions renewed; watchers re-read"
-    );
-    for ch in channels {
-        for s in table.get(ch).into_iter().flatten() {
-            s.lag.raise();
-        }
+    tracing::info!(channel, "event subscription renewed; watchers re-read");
+    for s in table.get(channel).into_iter().flatten() {
+        s.lag.raise();
     }
     true
 }

@@ -303,3 +303,57 @@ async fn bad_cluster_settings_stop_the_binaries_with_one_line() -> Result<()> {
     }
     Ok(())
 }
+
+/// The gateway's shard subscriptions survive their connections being cut: after
+/// `CLIENT KILL TYPE pubsub` on every master, a listener still hears its task complete
+/// (the hub subscribes again and its watchers re-read, so a change made meanwhile is not
+/// lost either).
+#[tokio::test]
+async fn listeners_hear_changes_after_pubsub_connections_are_cut() -> Result<()> {
+    let stack = Stack::start().await?;
+    let result = async {
+        let (a, b) = (stack.client(0), stack.client(1));
+        let mut ids = Vec::new();
+        for _ in 0..6 {
+            let id = a.start_task("ask", json!({"question": "?"})).await?;
+            a.wait_status(&id, "input_required", WITHIN).await?;
+            ids.push(id);
+        }
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let mut listen = b.listen("L", &refs).await?;
+        listen.next(WITHIN).await.context("no acknowledgement")?;
+        for i in 0..3 {
+            let killed = stack
+                .cluster
+                .cli(i, &["CLIENT", "KILL", "TYPE", "pubsub"])?;
+            eprintln!("master {i}: killed {} pubsub connection(s)", killed.trim());
+        }
+        for id in &ids {
+            let r = a
+                .update(
+                    id,
+                    json!({"answer-1": {"action": "accept", "content": {"answer": "x"}}}),
+                )
+                .await?;
+            assert!(r.body.get("error").is_none(), "{}", r.body);
+        }
+        let mut waiting: std::collections::HashSet<&str> = refs.iter().copied().collect();
+        let deadline = Instant::now() + WITHIN;
+        while !waiting.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Some(msg) = listen.next(left).await else {
+                bail!("no completed notification for {waiting:?}");
+            };
+            let params = &msg["params"];
+            if msg["method"] == "notifications/tasks" && params["status"] == "completed" {
+                waiting.remove(params["taskId"].as_str().unwrap_or_default());
+            }
+        }
+        Ok(())
+    }
+    .await;
+    if result.is_err() {
+        eprintln!("{}", stack.logs());
+    }
+    result
+}
