@@ -93,7 +93,7 @@ pub async fn run(
     let auth = auth::Authenticator::new(&config.auth)
         .await
         .map_err(GatewayError::Auth)?;
-    let store = Store::connect(&config.redis_url).await?;
+    let store = Store::connect_sharded(&config.redis_url, config.queue_shards).await?;
     store.warn_if_evicting().await;
     let hub_stop = CancellationToken::new();
     let state = Arc::new(State {

@@ -8,10 +8,16 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// Redis to use. A `redis://` URL.
+/// Redis to use: a `redis://` URL, or the nodes of a Redis Cluster (`redis+cluster://host:port,host:port`
+/// or a comma-separated list of `redis://` URLs), see [`RedisTarget`].
 pub const ENV_REDIS_URL: &str = "MCPT_REDIS_URL";
 /// Default Redis: the local one.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+/// Redis Cluster only: how many shards tasks and each queue's stream are split into, each
+/// on its own hash slot (so one hot queue is not one hot node).
+pub const ENV_QUEUE_SHARDS: &str = "MCPT_QUEUE_SHARDS";
+/// Default shards in a cluster (standalone has exactly one).
+pub const DEFAULT_QUEUE_SHARDS: u16 = 16;
 /// Address the gateway listens on. `127.0.0.1:0` picks a free port.
 pub const ENV_LISTEN_ADDR: &str = "MCPT_LISTEN_ADDR";
 /// Default listen address (loopback only).
@@ -208,12 +214,101 @@ fn redis_url(src: &dyn Source) -> Result<String, ConfigError> {
         src,
         ENV_REDIS_URL,
         DEFAULT_REDIS_URL.to_owned(),
-        "a redis:// or rediss:// URL",
-        |s| {
-            (s.starts_with("redis://") || s.starts_with("rediss://") || s.starts_with("unix://"))
-                .then(|| s.to_owned())
-        },
+        "a redis:// or rediss:// URL, or cluster nodes as redis+cluster://host:port,host:port",
+        |s| RedisTarget::parse(s).map(|_| s.to_owned()),
     )
+}
+
+/// `MCPT_QUEUE_SHARDS` for the Redis at `url`: 1 to [`crate::store::keys::MAX_SHARDS`] in a
+/// cluster (default [`DEFAULT_QUEUE_SHARDS`]), exactly 1 standalone.
+fn queue_shards(src: &dyn Source, url: &str) -> Result<u16, ConfigError> {
+    let cluster = matches!(RedisTarget::parse(url), Some(RedisTarget::Cluster(_)));
+    if cluster {
+        parsed(
+            src,
+            ENV_QUEUE_SHARDS,
+            DEFAULT_QUEUE_SHARDS,
+            "a number of shards from 1 to 1024",
+            |s| {
+                s.parse()
+                    .ok()
+                    .filter(|n| (1..=crate::store::keys::MAX_SHARDS).contains(n))
+            },
+        )
+    } else {
+        parsed(
+            src,
+            ENV_QUEUE_SHARDS,
+            1,
+            "1: shards need a Redis Cluster MCPT_REDIS_URL (redis+cluster://host:port,...)",
+            |s| (s == "1").then_some(1),
+        )
+    }
+}
+
+/// What `MCPT_REDIS_URL` names: one Redis, or the seed nodes of a Redis Cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisTarget {
+    /// One Redis: a `redis://`, `rediss://` or `unix://` URL.
+    Single(String),
+    /// Redis Cluster: one `redis://` (or `rediss://`) URL per seed node.
+    Cluster(Vec<String>),
+}
+
+impl RedisTarget {
+    /// Read `url`: `redis+cluster://[user:pass@]host:port,host:port` (`rediss+cluster://`
+    /// for TLS) or a comma-separated list of `redis://` URLs is a cluster; one URL is one
+    /// Redis. `None` when it is neither.
+    pub fn parse(url: &str) -> Option<RedisTarget> {
+        let url = url.trim();
+        for (scheme, node_scheme) in [
+            ("redis+cluster://", "redis://"),
+            ("rediss+cluster://", "rediss://"),
+        ] {
+            if let Some(rest) = url.strip_prefix(scheme) {
+                let (auth, hosts) = match rest.rsplit_once('@') {
+                    Some((auth, hosts)) if !auth.is_empty() => (format!("{auth}@"), hosts),
+                    Some(_) => return None,
+                    None => (String::new(), rest),
+                };
+                let nodes = hosts
+                    .trim_end_matches('/')
+                    .split(',')
+                    .map(|h| {
+                        host_port(h.trim()).then(|| format!("{node_scheme}{auth}{}", h.trim()))
+                    })
+                    .collect::<Option<Vec<_>>>()?;
+                return Some(RedisTarget::Cluster(nodes));
+            }
+        }
+        if url.contains(',') {
+            let nodes = url
+                .split(',')
+                .map(str::trim)
+                .filter(|u| !u.is_empty())
+                .map(|u| {
+                    let rest = u
+                        .strip_prefix("redis://")
+                        .or_else(|| u.strip_prefix("rediss://"))?;
+                    let hosts = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+                    let host = hosts.split(['/', '?']).next().unwrap_or_default();
+                    host_port(host).then(|| u.to_owned())
+                })
+                .collect::<Option<Vec<_>>>()?;
+            return (!nodes.is_empty()).then_some(RedisTarget::Cluster(nodes));
+        }
+        (url.starts_with("redis://") || url.starts_with("rediss://") || url.starts_with("unix://"))
+            .then(|| RedisTarget::Single(url.to_owned()))
+    }
+}
+
+/// `host:port` with a non-empty host and a port from 1 to 65535.
+fn host_port(s: &str) -> bool {
+    s.rsplit_once(':').is_some_and(|(host, port)| {
+        !host.is_empty()
+            && !host.contains(['/', '@', ',', ' '])
+            && port.parse::<u16>().is_ok_and(|p| p > 0)
+    })
 }
 
 /// Task lifetime and polling defaults, shared by the gateway (bounds) and workers (tool defaults).
@@ -266,6 +361,8 @@ impl TaskDefaults {
 pub struct GatewayConfig {
     /// `MCPT_REDIS_URL`, default `redis://127.0.0.1:6379`.
     pub redis_url: String,
+    /// `MCPT_QUEUE_SHARDS`, default 16 in a cluster, 1 standalone.
+    pub queue_shards: u16,
     /// `MCPT_LISTEN_ADDR`, default `127.0.0.1:8080`.
     pub listen_addr: SocketAddr,
     /// `MCPT_MAX_BODY_BYTES`, default 1 MiB.
@@ -487,8 +584,10 @@ impl GatewayConfig {
     /// # Errors
     /// The first bad variable.
     pub fn from_source(src: &dyn Source) -> Result<Self, ConfigError> {
+        let redis_url = redis_url(src)?;
         Ok(GatewayConfig {
-            redis_url: redis_url(src)?,
+            queue_shards: queue_shards(src, &redis_url)?,
+            redis_url,
             listen_addr: parsed(
                 src,
                 ENV_LISTEN_ADDR,
@@ -569,6 +668,8 @@ impl GatewayConfig {
 pub struct WorkerConfig {
     /// `MCPT_REDIS_URL`, default `redis://127.0.0.1:6379`.
     pub redis_url: String,
+    /// `MCPT_QUEUE_SHARDS`, default 16 in a cluster, 1 standalone.
+    pub queue_shards: u16,
     /// `MCPT_CONCURRENCY`, default 32: jobs running at once.
     pub concurrency: usize,
     /// `MCPT_QUEUES`, default `default`.
@@ -613,8 +714,10 @@ impl WorkerConfig {
                 })
             })
         };
+        let redis_url = redis_url(src)?;
         Ok(WorkerConfig {
-            redis_url: redis_url(src)?,
+            queue_shards: queue_shards(src, &redis_url)?,
+            redis_url,
             concurrency: parsed(
                 src,
                 ENV_CONCURRENCY,
@@ -692,6 +795,76 @@ impl WorkerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redis_url_names_one_redis_or_cluster_nodes() {
+        let single = |u: &str| Some(RedisTarget::Single(u.to_owned()));
+        let cluster = |n: &[&str]| {
+            Some(RedisTarget::Cluster(
+                n.iter().map(|s| (*s).to_owned()).collect(),
+            ))
+        };
+        assert_eq!(
+            RedisTarget::parse("redis://127.0.0.1:6379"),
+            single("redis://127.0.0.1:6379")
+        );
+        assert_eq!(
+            RedisTarget::parse("unix:///tmp/r.sock"),
+            single("unix:///tmp/r.sock")
+        );
+        assert_eq!(
+            RedisTarget::parse("redis+cluster://10.0.0.1:7000,10.0.0.2:7001"),
+            cluster(&["redis://10.0.0.1:7000", "redis://10.0.0.2:7001"])
+        );
+        assert_eq!(
+            RedisTarget::parse("rediss+cluster://u:p@a:1"),
+            cluster(&["rediss://u:p@a:1"])
+        );
+        assert_eq!(
+            RedisTarget::parse("redis://a:1, redis://:pw@b:2/0"),
+            cluster(&["redis://a:1", "redis://:pw@b:2/0"])
+        );
+        for bad in [
+            "redis+cluster://",
+            "redis+cluster://a",
+            "redis+cluster://a:1,",
+            "redis+cluster://a:0",
+            "redis+cluster://a:99999",
+            "redis+cluster://@a:1",
+            "redis://a:1,http://b:2",
+            "redis://a:1,redis://b",
+            "http://a:1",
+            "a:1,b:2",
+        ] {
+            assert_eq!(RedisTarget::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn queue_shards_are_for_clusters_only() {
+        let g = |vars: &[(&str, &str)]| {
+            let map: HashMap<&str, &str> = vars.iter().copied().collect();
+            GatewayConfig::from_source(&map).map(|c| c.queue_shards)
+        };
+        assert_eq!(g(&[]).unwrap(), 1);
+        assert_eq!(g(&[(ENV_QUEUE_SHARDS, "1")]).unwrap(), 1);
+        let e = g(&[(ENV_QUEUE_SHARDS, "8")]).unwrap_err();
+        assert_eq!(e.var, ENV_QUEUE_SHARDS);
+        let url = (
+            ENV_REDIS_URL,
+            "redis+cluster://127.0.0.1:7000,127.0.0.1:7001",
+        );
+        assert_eq!(g(&[url]).unwrap(), DEFAULT_QUEUE_SHARDS);
+        assert_eq!(g(&[url, (ENV_QUEUE_SHARDS, "8")]).unwrap(), 8);
+        for bad in ["0", "1025", "x", "-1"] {
+            let e = g(&[url, (ENV_QUEUE_SHARDS, bad)]).unwrap_err();
+            assert_eq!(e.var, ENV_QUEUE_SHARDS, "{bad}");
+        }
+        let e = g(&[(ENV_REDIS_URL, "redis+cluster://a:1,b")]).unwrap_err();
+        assert_eq!(e.var, ENV_REDIS_URL);
+        let w = WorkerConfig::from_source(&HashMap::from([url, (ENV_QUEUE_SHARDS, "4")])).unwrap();
+        assert_eq!(w.queue_shards, 4);
+    }
 
     #[test]
     fn defaults_work_on_one_machine() {

@@ -25,10 +25,10 @@ struct Held {
     abort: Option<AbortHandle>,
 }
 
-/// Held entries of one queue: (entry id, task id).
+/// Held entries of one stream: (entry id, task id).
 type Entries = Vec<(String, String)>;
 
-/// (queue, entry id) → the job.
+/// (stream, entry id) → the job (entry ids are unique within one stream only).
 #[derive(Default)]
 pub(crate) struct Claims {
     held: Mutex<HashMap<(String, String), Held>>,
@@ -48,12 +48,12 @@ impl Claims {
     /// renewals failed): the running one keeps it and no second run starts.
     pub(crate) fn hold(
         &self,
-        queue: &str,
+        stream: &str,
         entry: &str,
         task_key: &str,
         parked: Arc<AtomicBool>,
     ) -> bool {
-        match self.lock().entry((queue.to_owned(), entry.to_owned())) {
+        match self.lock().entry((stream.to_owned(), entry.to_owned())) {
             Entry::Occupied(_) => false,
             Entry::Vacant(slot) => {
                 slot.insert(Held {
@@ -67,23 +67,23 @@ impl Claims {
     }
 
     /// Attach the job's task (if it is still held).
-    pub(crate) fn set_abort(&self, queue: &str, entry: &str, abort: AbortHandle) {
-        if let Some(h) = self.lock().get_mut(&(queue.to_owned(), entry.to_owned())) {
+    pub(crate) fn set_abort(&self, stream: &str, entry: &str, abort: AbortHandle) {
+        if let Some(h) = self.lock().get_mut(&(stream.to_owned(), entry.to_owned())) {
             h.abort = Some(abort);
         }
     }
 
     /// The job ended (finished, skipped, or its task was aborted).
-    pub(crate) fn release(&self, queue: &str, entry: &str) {
-        self.lock().remove(&(queue.to_owned(), entry.to_owned()));
+    pub(crate) fn release(&self, stream: &str, entry: &str) {
+        self.lock().remove(&(stream.to_owned(), entry.to_owned()));
     }
 
-    /// Held entries by queue, for those matching `which`.
-    fn by_queue(&self, which: impl Fn(&Held) -> bool) -> HashMap<String, Entries> {
+    /// Held entries by stream, for those matching `which`.
+    fn by_stream(&self, which: impl Fn(&Held) -> bool) -> HashMap<String, Entries> {
         let mut out: HashMap<String, Entries> = HashMap::new();
-        for ((queue, entry), held) in self.lock().iter() {
+        for ((stream, entry), held) in self.lock().iter() {
             if which(held) {
-                out.entry(queue.clone())
+                out.entry(stream.clone())
                     .or_default()
                     .push((entry.clone(), held.task_key.clone()));
             }
@@ -94,10 +94,10 @@ impl Claims {
     /// Renew every held entry's claim.
     pub(crate) async fn renew(&self, store: &Store, consumer: &str) {
         let _writing = self.writes.lock().await;
-        for (queue, held) in self.by_queue(|_| true) {
+        for (stream, held) in self.by_stream(|_| true) {
             let entries: Vec<String> = held.into_iter().map(|(e, _)| e).collect();
-            if let Err(e) = store.renew(&queue, consumer, &entries).await {
-                tracing::warn!(queue.name = %queue, error = %e, "cannot renew job claims");
+            if let Err(e) = store.renew(&stream, consumer, &entries).await {
+                tracing::warn!(queue.stream = %stream, error = %e, "cannot renew job claims");
             }
         }
     }
@@ -114,12 +114,12 @@ impl Claims {
     ) {
         let _writing = self.writes.lock().await;
         let which = |h: &Held| !parked_only || h.parked.load(Ordering::SeqCst);
-        for (queue, held) in self.by_queue(which) {
+        for (stream, held) in self.by_stream(which) {
             let (entries, tasks): (Vec<String>, Vec<String>) = held.into_iter().unzip();
             {
                 let mut map = self.lock();
                 for entry in &entries {
-                    if let Some(h) = map.remove(&(queue.clone(), entry.clone()))
+                    if let Some(h) = map.remove(&(stream.clone(), entry.clone()))
                         && let Some(abort) = h.abort
                     {
                         abort.abort();
@@ -127,14 +127,14 @@ impl Claims {
                 }
             }
             match store
-                .give_up(&queue, consumer, &entries, &tasks, lease)
+                .give_up(&stream, consumer, &entries, &tasks, lease)
                 .await
             {
                 Ok(()) => {
-                    tracing::info!(queue.name = %queue, jobs = entries.len(), "jobs given up for other workers")
+                    tracing::info!(queue.stream = %stream, jobs = entries.len(), "jobs given up for other workers")
                 }
                 Err(e) => {
-                    tracing::warn!(queue.name = %queue, error = %e, "cannot give jobs up; they are reclaimed after the lease")
+                    tracing::warn!(queue.stream = %stream, error = %e, "cannot give jobs up; they are reclaimed after the lease")
                 }
             }
         }

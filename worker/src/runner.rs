@@ -11,7 +11,6 @@ use mcp_tasks_shared::metrics;
 use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
 use mcp_tasks_shared::protocol::time::now_millis;
 use mcp_tasks_shared::store::events::{EventHub, TaskEvent, Watch};
-use mcp_tasks_shared::store::keys;
 use mcp_tasks_shared::store::record::EXPIRED;
 use mcp_tasks_shared::store::{Delivery, Finish, READ_BLOCK, Start, Store, TaskRecord, Write};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
@@ -155,13 +154,19 @@ impl Runner {
         hold: Duration,
     ) -> bool {
         let mut more = false;
-        for queue in &self.queues {
+        // One stream per queue on one Redis; one per shard of each queue in a cluster.
+        let streams: Vec<(&String, String)> = self
+            .queues
+            .iter()
+            .flat_map(|q| self.store.queue_streams(q).into_iter().map(move |s| (q, s)))
+            .collect();
+        for (queue, stream) in &streams {
             if permits.is_empty() {
                 return true;
             }
             match self
                 .store
-                .take_sweep_lease(queue, &self.consumer, hold)
+                .take_sweep_lease(queue, stream, &self.consumer, hold)
                 .await
             {
                 Ok(true) => {}
@@ -171,10 +176,17 @@ impl Runner {
                     continue;
                 }
             }
-            let cursor = cursors.get(queue).map_or("0-0", String::as_str).to_owned();
+            let cursor = cursors.get(stream).map_or("0-0", String::as_str).to_owned();
             let (found, next) = match self
                 .store
-                .reclaim(queue, &self.consumer, self.lease, &cursor, permits.len())
+                .reclaim(
+                    queue,
+                    stream,
+                    &self.consumer,
+                    self.lease,
+                    &cursor,
+                    permits.len(),
+                )
                 .await
             {
                 Ok(r) => r,
@@ -190,7 +202,7 @@ impl Runner {
             }
             let asked = permits.len();
             more |= !found.is_empty() && (found.len() >= asked || next != "0-0");
-            cursors.insert(queue.clone(), next);
+            cursors.insert(stream.clone(), next);
             for d in found {
                 let Some(permit) = permits.pop() else {
                     return true;
@@ -205,11 +217,11 @@ impl Runner {
     /// Run a delivered (or reclaimed) job in its own task, holding its claim meanwhile.
     fn dispatch(self: &Arc<Self>, d: Delivery, permit: OwnedSemaphorePermit) {
         let parked = Arc::new(AtomicBool::new(false));
-        let (queue, entry) = (d.queue.clone(), d.entry.clone());
+        let (stream, entry) = (d.stream.clone(), d.entry.clone());
         if !self.claims.hold(
-            &queue,
+            &stream,
             &entry,
-            &keys::task_key(&d.task_id, &d.owner),
+            &self.store.task_key(&d.task_id, &d.owner),
             parked.clone(),
         ) {
             tracing::debug!(task.id = %d.task_id, "reclaimed a job this worker still runs; keeping the run");
@@ -232,7 +244,8 @@ impl Runner {
         let handle = self
             .tracker
             .spawn(async move { this.run_job(d, permit, parked).await }.instrument(span));
-        self.claims.set_abort(&queue, &entry, handle.abort_handle());
+        self.claims
+            .set_abort(&stream, &entry, handle.abort_handle());
     }
 
     /// Renew this worker's claims every third of the lease, until `stop`.
@@ -252,7 +265,7 @@ impl Runner {
         permit: OwnedSemaphorePermit,
         parked: Arc<AtomicBool>,
     ) {
-        let _held = HeldGuard(self.clone(), d.queue.clone(), d.entry.clone());
+        let _held = HeldGuard(self.clone(), d.stream.clone(), d.entry.clone());
         let started = Instant::now();
         let _running = Running::start(&d.queue);
         if d.fresh

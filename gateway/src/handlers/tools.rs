@@ -16,9 +16,7 @@ use mcp_tasks_shared::protocol::tools::CallToolResult;
 use mcp_tasks_shared::schema;
 use mcp_tasks_shared::store::events::{TaskEvent, Watch};
 use mcp_tasks_shared::store::registry::{Policy, ToolAdvert};
-use mcp_tasks_shared::store::{
-    Created, Job, Limit, NewTask, OwnerLimits, Store, TaskRecord, new_task_id,
-};
+use mcp_tasks_shared::store::{Created, Job, Limit, NewTask, OwnerLimits, Store, TaskRecord};
 use serde_json::{Map, Value};
 
 use super::owner;
@@ -160,7 +158,7 @@ pub(crate) async fn start(
                 .map(str::to_owned),
         ),
     };
-    let id = new_task_id();
+    let id = state.store.new_task_id();
     tracing::Span::current().record("task.id", id.as_str());
     let owner = owner(req);
     // Bounded by this gateway's maximum too, whatever a worker advertises.

@@ -8,6 +8,14 @@
 //! task. A watcher too slow to keep up is told the same, at once, even if no further event
 //! ever comes for its task; events still buffered behind that are older than what the
 //! re-read returns, and watchers drop them by `version`.
+//!
+//! In Redis Cluster the channels are shard channels (`SSUBSCRIBE`, published with
+//! `SPUBLISH` by the scripts), each held by the primary owning its slot: the hub's
+//! connection is a RESP3 cluster connection that subscribes each slot's channels on its
+//! node and hands the messages of every node to this loop. When a node's connection drops
+//! the hub starts over on a new cluster connection, as on a reconnect of one Redis; when a
+//! slot moves (Redis drops its shard channels' subscriptions) it subscribes those channels
+//! again. Either way the watchers concerned are told [`TaskEvent::Resync`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,7 +26,7 @@ use futures_util::StreamExt as _;
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::{Store, StoreError, StoreResult, TaskRecord, keys};
+use super::{Backend, Store, StoreError, StoreResult, TaskRecord, keys};
 
 /// What a watcher receives.
 #[derive(Debug, Clone)]
@@ -136,8 +144,12 @@ impl EventHub {
     /// Start the hub's connection loop; it ends when `shutdown` is cancelled.
     pub fn start(store: &Store, shutdown: CancellationToken) -> EventHub {
         let (tx, rx) = mpsc::unbounded_channel();
-        let client = store.client().clone();
-        tokio::spawn(run(client, rx, shutdown));
+        tokio::spawn(run(
+            store.backend().clone(),
+            store.layout().clone(),
+            rx,
+            shutdown,
+        ));
         EventHub {
             cmd: tx,
             next_sub: Arc::new(std::sync::atomic::AtomicU64::new(0)),
@@ -202,8 +214,132 @@ fn timed_out() -> redis::RedisError {
     redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut))
 }
 
+/// The subscribing half of the hub's connection.
+enum Sink {
+    Single(redis::aio::PubSubSink),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+/// What the hub's connection hands the loop.
+enum Incoming {
+    Message(redis::Msg),
+    /// A cluster node's connection dropped: its subscriptions may have missed messages.
+    NodeLost,
+    /// Redis dropped this channel's subscription (its slot moved).
+    Dropped(String),
+}
+
+/// The receiving half of the hub's connection.
+enum Source {
+    Single(redis::aio::PubSubStream),
+    Cluster(mpsc::UnboundedReceiver<redis::PushInfo>),
+}
+
+impl Source {
+    /// The next message; `None` when the connection is gone.
+    async fn next(&mut self) -> Option<Incoming> {
+        match self {
+            Source::Single(stream) => stream.next().await.map(Incoming::Message),
+            Source::Cluster(pushes) => loop {
+                let push = pushes.recv().await?;
+                match push.kind {
+                    redis::PushKind::SMessage => {
+                        if let Some(msg) = redis::Msg::from_push_info(push) {
+                            return Some(Incoming::Message(msg));
+                        }
+                    }
+                    redis::PushKind::Disconnection => return Some(Incoming::NodeLost),
+                    redis::PushKind::SUnsubscribe => {
+                        if let Some(Ok(channel)) = push
+                            .data
+                            .into_iter()
+                            .next()
+                            .map(redis::from_redis_value::<String>)
+                        {
+                            return Some(Incoming::Dropped(channel));
+                        }
+                    }
+                    _ => {}
+                }
+            },
+        }
+    }
+}
+
+/// `channels` grouped by hash slot: one `SSUBSCRIBE` may only name channels of one slot.
+fn by_slot<'a>(channels: &[&'a str]) -> Vec<Vec<&'a str>> {
+    let mut groups: std::collections::BTreeMap<u16, Vec<&'a str>> = Default::default();
+    for ch in channels {
+        groups.entry(keys::slot(ch)).or_default().push(ch);
+    }
+    groups.into_values().collect()
+}
+
+impl Sink {
+    async fn subscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
+        match self {
+            Sink::Single(sink) => sink.subscribe(channels).await,
+            // One command per slot, sent together (each goes to its slot's node).
+            Sink::Cluster(con) => {
+                futures_util::future::try_join_all(by_slot(channels).into_iter().map(|group| {
+                    let mut con = con.clone();
+                    async move { con.ssubscribe(group).await }
+                }))
+                .await?;
+                Ok(())
+            }
+        }
+    }
+
+    async fn unsubscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
+        match self {
+            Sink::Single(sink) => sink.unsubscribe(channels).await,
+            Sink::Cluster(con) => {
+                futures_util::future::try_join_all(by_slot(channels).into_iter().map(|group| {
+                    let mut con = con.clone();
+                    async move { con.sunsubscribe(group).await }
+                }))
+                .await?;
+                Ok(())
+            }
+        }
+    }
+
+    async fn ping(&mut self) -> redis::RedisResult<()> {
+        match self {
+            Sink::Single(sink) => sink.ping::<redis::Value>().await.map(drop),
+            Sink::Cluster(con) => redis::cmd("PING")
+                .query_async::<redis::Value>(con)
+                .await
+                .map(drop),
+        }
+    }
+}
+
+/// A fresh subscriber connection.
+async fn connect(backend: &Backend) -> redis::RedisResult<(Sink, Source)> {
+    match backend {
+        Backend::Single(client) => {
+            let (sink, stream) = client.get_async_pubsub().await?.split();
+            Ok((Sink::Single(sink), Source::Single(stream)))
+        }
+        Backend::Cluster { seeds, .. } => {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let client = redis::cluster::ClusterClientBuilder::new(seeds.clone())
+                .use_protocol(redis::ProtocolVersion::RESP3)
+                .push_sender(tx)
+                .connection_timeout(REDIS_TIMEOUT)
+                .response_timeout(REDIS_TIMEOUT)
+                .build()?;
+            let con = client.get_async_connection().await?;
+            Ok((Sink::Cluster(con), Source::Cluster(rx)))
+        }
+    }
+}
+
 async fn run(
-    client: redis::Client,
+    backend: Backend,
+    layout: keys::Layout,
     mut cmds: mpsc::UnboundedReceiver<Cmd>,
     shutdown: CancellationToken,
 ) {
@@ -226,7 +362,7 @@ async fn run(
                                 std::io::Error::new(std::io::ErrorKind::NotConnected, "event subscriber reconnecting"),
                             ))));
                         }
-                        Some(Cmd::Unwatch { task, sub }) => remove(&mut table, &keys::events_channel(&task), sub),
+                        Some(Cmd::Unwatch { task, sub }) => remove(&mut table, &layout.events_channel(&task), sub),
                     },
                 }
             }
@@ -235,17 +371,17 @@ async fn run(
         first = false;
         let pubsub = tokio::select! {
             () = shutdown.cancelled() => return,
-            r = tokio::time::timeout(REDIS_TIMEOUT, client.get_async_pubsub()) => r.unwrap_or_else(|_| Err(timed_out())),
+            r = tokio::time::timeout(REDIS_TIMEOUT, connect(&backend)) => r.unwrap_or_else(|_| Err(timed_out())),
         };
         let (mut sink, mut stream) = match pubsub {
-            Ok(p) => p.split(),
+            Ok(p) => p,
             Err(e) => {
                 tracing::warn!(error = %e, "event subscriber cannot reach redis; retrying");
                 continue;
             }
         };
         // Resubscribe what is watched, then tell every watcher to re-read.
-        let channels: Vec<String> = table.keys().cloned().collect();
+        let channels: Vec<&str> = table.keys().map(String::as_str).collect();
         if !channels.is_empty() {
             match tokio::time::timeout(REDIS_TIMEOUT, sink.subscribe(&channels)).await {
                 Ok(Ok(())) => {}
@@ -273,7 +409,7 @@ async fn run(
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 _ = ping.tick() => {
-                    let pong = tokio::time::timeout(REDIS_TIMEOUT, sink.ping::<redis::Value>()).await;
+                    let pong = tokio::time::timeout(REDIS_TIMEOUT, sink.ping()).await;
                     if !matches!(pong, Ok(Ok(_))) {
                         tracing::warn!("event subscriber stopped answering pings; reconnecting");
                         break;
@@ -290,7 +426,7 @@ async fn run(
                             Err(_) => break,
                         }
                     }
-                    if !apply(&mut table, &mut sink, batch).await {
+                    if !apply(&layout, &mut table, &mut sink, batch).await {
                         break;
                     }
                 }
@@ -299,11 +435,41 @@ async fn run(
                         tracing::warn!("event subscriber lost its redis connection; reconnecting");
                         break;
                     }
-                    Some(msg) => dispatch(&table, &msg),
+                    Some(Incoming::Message(msg)) => dispatch(&layout, &table, &msg),
+                    Some(Incoming::NodeLost) => {
+                        // Start over on a fresh cluster connection, as after a lost
+                        // connection to one Redis: subscribe everything, then every watcher
+                        // re-reads. (Repairing the one node in place left subscriptions
+                        // that no longer delivered in tests.)
+                        tracing::warn!("event subscriber lost a cluster node; reconnecting");
+                        break;
+                    }
+                    Some(Incoming::Dropped(channel)) => {
+                        if table.contains_key(&channel) && !resubscribe(&table, &mut sink, &channel).await {
+                            break;
+                        }
+                    }
                 },
             }
         }
     }
+}
+
+/// Subscribe `channel` again (Redis dropped it: its slot moved), then tell its watchers to
+/// re-read; `false` when the connection must be replaced.
+async fn resubscribe(table: &Table, sink: &mut Sink, channel: &str) -> bool {
+    if !matches!(
+        tokio::time::timeout(REDIS_TIMEOUT, sink.subscribe(&[channel])).await,
+        Ok(Ok(()))
+    ) {
+        tracing::warn!("resubscribe after a moved slot failed; reconnecting");
+        return false;
+    }
+    tracing::info!(channel, "event subscription renewed; watchers re-read");
+    for s in table.get(channel).into_iter().flatten() {
+        s.lag.raise();
+    }
+    true
 }
 
 /// Most watch/unwatch commands sent to Redis together.
@@ -312,11 +478,11 @@ const MAX_BATCH: usize = 512;
 /// Apply a batch of watch/unwatch commands: change the table, subscribe the channels that
 /// gained their first watcher and unsubscribe those that lost their last, each set in one
 /// command, then confirm the watches. `false` when the connection must be replaced.
-async fn apply(table: &mut Table, sink: &mut redis::aio::PubSubSink, batch: Vec<Cmd>) -> bool {
+async fn apply(layout: &keys::Layout, table: &mut Table, sink: &mut Sink, batch: Vec<Cmd>) -> bool {
     let before: std::collections::HashSet<String> = batch
         .iter()
         .map(|c| match c {
-            Cmd::Watch { task, .. } | Cmd::Unwatch { task, .. } => keys::events_channel(task),
+            Cmd::Watch { task, .. } | Cmd::Unwatch { task, .. } => layout.events_channel(task),
         })
         .filter(|ch| table.contains_key(ch))
         .collect();
@@ -331,7 +497,7 @@ async fn apply(table: &mut Table, sink: &mut redis::aio::PubSubSink, batch: Vec<
                 lag,
                 done,
             } => {
-                let channel = keys::events_channel(&task);
+                let channel = layout.events_channel(&task);
                 table
                     .entry(channel.clone())
                     .or_default()
@@ -340,7 +506,7 @@ async fn apply(table: &mut Table, sink: &mut redis::aio::PubSubSink, batch: Vec<
                 touched.push(channel);
             }
             Cmd::Unwatch { task, sub } => {
-                let channel = keys::events_channel(&task);
+                let channel = layout.events_channel(&task);
                 remove(table, &channel, sub);
                 touched.push(channel);
             }
@@ -348,13 +514,15 @@ async fn apply(table: &mut Table, sink: &mut redis::aio::PubSubSink, batch: Vec<
     }
     touched.sort();
     touched.dedup();
-    let subscribe: Vec<&String> = touched
+    let subscribe: Vec<&str> = touched
         .iter()
         .filter(|ch| !before.contains(*ch) && table.contains_key(*ch))
+        .map(String::as_str)
         .collect();
-    let unsubscribe: Vec<&String> = touched
+    let unsubscribe: Vec<&str> = touched
         .iter()
         .filter(|ch| before.contains(*ch) && !table.contains_key(*ch))
+        .map(String::as_str)
         .collect();
     if !subscribe.is_empty() {
         let r = tokio::time::timeout(REDIS_TIMEOUT, sink.subscribe(&subscribe)).await;
@@ -397,12 +565,12 @@ fn remove(table: &mut Table, channel: &str, sub: u64) {
     }
 }
 
-fn dispatch(table: &Table, msg: &redis::Msg) {
+fn dispatch(layout: &keys::Layout, table: &Table, msg: &redis::Msg) {
     let channel = msg.get_channel_name();
     let Some(subs) = table.get(channel) else {
         return;
     };
-    let Some(task) = keys::task_of_channel(channel) else {
+    let Some(task) = layout.task_of_channel(channel) else {
         return;
     };
     let Some(record) = TaskRecord::from_published(task, msg.get_payload_bytes()) else {

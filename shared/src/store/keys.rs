@@ -1,7 +1,13 @@
 //! Every Redis key, channel and stream name, built in one function each.
 //!
-//! The hash-tag braces are written here and nowhere else: all keys of one task share the
-//! tag `{ID}`, so in Redis Cluster they live in one slot with the task's event channel.
+//! The hash-tag braces are written here and nowhere else. Standalone (the free functions
+//! below): all keys of one task share the tag `{ID}`. Redis Cluster ([`Layout::Cluster`]):
+//! a task belongs to one of `MCPT_QUEUE_SHARDS` shards, whose tag is written in its id
+//! (`tsk3-5_…`: tag `3-5`), and its hash, its event channel and the queue streams of that
+//! shard share the tag, so
+//! every script still runs in one slot: `mcpt:task:{TAG}:ID:OWNER`, `mcpt:events:{TAG}:ID`,
+//! `mcpt:queue:{TAG}:NAME`, `mcpt:sweep:{TAG}:NAME`. Owner, session and tool keys keep
+//! their own tags (other slots) in both layouts.
 
 /// `mcpt:task:{ID}:OWNER` — the task hash. The owner digest is part of the name: a caller
 /// can only ever address its own tasks, and someone else's task id names a key that does
@@ -76,9 +82,283 @@ pub const TOOLS_KEY: &str = "mcpt:tools";
 /// The consumer group every queue stream has.
 pub const GROUP: &str = "workers";
 
+/// Hash slots of Redis Cluster.
+const SLOTS: u16 = 16384;
+/// Most shards a cluster layout may have (`MCPT_QUEUE_SHARDS`).
+pub const MAX_SHARDS: u16 = 1024;
+
+/// CRC16/XMODEM, as Redis Cluster hashes keys.
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in bytes {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+/// The cluster hash slot of `key` (its `{tag}` if it has a non-empty one).
+pub fn slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let hashed = key
+        .find('{')
+        .and_then(|open| {
+            let rest = &bytes[open + 1..];
+            let close = rest.iter().position(|&b| b == b'}')?;
+            (close > 0).then(|| &rest[..close])
+        })
+        .unwrap_or(bytes);
+    crc16(hashed) % SLOTS
+}
+
+/// The hash tag of shard `i` of `shards`: `I-K` with the smallest `K` whose slot lies in
+/// the middle of the `i`-th of `shards` equal slices of the slot space, so the shards spread evenly over
+/// the masters (which own contiguous slot ranges; `redis-cli --cluster create` makes them
+/// equal) and no two shards share a slot.
+pub fn shard_tag(i: u16, shards: u16) -> String {
+    let shards = u32::from(shards.clamp(1, MAX_SHARDS));
+    let i = u32::from(i) % shards;
+    let (start, end) = (
+        i * u32::from(SLOTS) / shards,
+        (i + 1) * u32::from(SLOTS) / shards,
+    );
+    // The middle half of the slice: a slice that straddles two masters' ranges goes to
+    // the one holding its centre.
+    let quarter = (end - start) / 4;
+    let (lo, hi) = (start + quarter, (end - quarter).max(start + quarter + 1));
+    (0u32..)
+        .map(|k| format!("{i}-{k}"))
+        .find(|tag| (lo..hi).contains(&u32::from(slot(tag))))
+        .unwrap_or_default()
+}
+
+/// The shard tag a cluster task id carries (`tsk3-5_…` → `3-5`); `None` for any other id.
+pub fn tag_of_task(task_id: &str) -> Option<&str> {
+    let rest = task_id.strip_prefix("tsk")?;
+    let (tag, random) = rest.split_once('_')?;
+    let (i, k) = tag.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.len() <= 6 && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(i) && digits(k) && !random.is_empty()).then_some(tag)
+}
+
+/// `mcpt:queue:{TAG}:NAME` — in a cluster, the stream of one queue in the shard of tag `TAG`.
+pub fn shard_queue_key(tag: &str, queue: &str) -> String {
+    format!("mcpt:queue:{{{tag}}}:{queue}")
+}
+
+/// How keys are laid out: one Redis, or a cluster with tasks spread over shards.
+#[derive(Debug, Clone)]
+pub enum Layout {
+    /// One Redis: the free functions of this module.
+    Standalone,
+    /// Redis Cluster with `tags.len()` shards.
+    Cluster {
+        /// The tag of each shard, [`shard_tag`] of its index.
+        tags: std::sync::Arc<Vec<String>>,
+    },
+}
+
+impl Layout {
+    /// A cluster layout of `shards` shards (1 to [`MAX_SHARDS`]).
+    pub fn cluster(shards: u16) -> Layout {
+        Layout::Cluster {
+            tags: std::sync::Arc::new(
+                (0..shards.clamp(1, MAX_SHARDS))
+                    .map(|i| shard_tag(i, shards))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Whether this is a cluster layout.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Layout::Cluster { .. })
+    }
+
+    /// The hash tag of `task_id`'s keys in a cluster: the one in the id, or for an id
+    /// that names none (never created here) the id itself, a key that does not exist.
+    fn tag_of(task_id: &str) -> &str {
+        tag_of_task(task_id).unwrap_or(task_id)
+    }
+
+    /// The task hash ([`task_key`] standalone).
+    pub fn task_key(&self, task_id: &str, owner: &str) -> String {
+        match self {
+            Layout::Standalone => task_key(task_id, owner),
+            Layout::Cluster { .. } => {
+                format!("mcpt:task:{{{}}}:{task_id}:{owner}", Self::tag_of(task_id))
+            }
+        }
+    }
+
+    /// The task's event channel ([`events_channel`] standalone; a shard channel in a cluster).
+    pub fn events_channel(&self, task_id: &str) -> String {
+        match self {
+            Layout::Standalone => events_channel(task_id),
+            Layout::Cluster { .. } => {
+                format!("mcpt:events:{{{}}}:{task_id}", Self::tag_of(task_id))
+            }
+        }
+    }
+
+    /// The task id inside a channel name built by [`Layout::events_channel`].
+    pub fn task_of_channel<'a>(&self, channel: &'a str) -> Option<&'a str> {
+        match self {
+            Layout::Standalone => task_of_channel(channel),
+            Layout::Cluster { .. } => channel
+                .strip_prefix("mcpt:events:{")?
+                .split_once("}:")
+                .map(|(_, id)| id),
+        }
+    }
+
+    /// The stream a new job of `task_id` on `queue` goes to.
+    pub fn task_stream(&self, task_id: &str, queue: &str) -> String {
+        match self {
+            Layout::Standalone => queue_key(queue),
+            Layout::Cluster { .. } => shard_queue_key(Self::tag_of(task_id), queue),
+        }
+    }
+
+    /// Every stream of `queue`: one standalone, one per shard in a cluster.
+    pub fn queue_streams(&self, queue: &str) -> Vec<String> {
+        match self {
+            Layout::Standalone => vec![queue_key(queue)],
+            Layout::Cluster { tags } => {
+                tags.iter().map(|tag| shard_queue_key(tag, queue)).collect()
+            }
+        }
+    }
+
+    /// The sweep lease of one stream of `queue` ([`sweep_key`] standalone).
+    pub fn sweep_key(&self, queue: &str, stream: &str) -> String {
+        match self {
+            Layout::Standalone => sweep_key(queue),
+            Layout::Cluster { .. } => {
+                let tag = stream
+                    .strip_prefix("mcpt:queue:{")
+                    .and_then(|s| s.split_once('}'))
+                    .map_or("", |(tag, _)| tag);
+                format!("mcpt:sweep:{{{tag}}}:{queue}")
+            }
+        }
+    }
+
+    /// The id of a new task: [`crate::store::new_task_id`] standalone; in a cluster the
+    /// same 122 random bits after `tsk` and the tag of a shard picked at random
+    /// (`tsk3-5_…`). The id names the tag itself, so a task stays readable whatever
+    /// `MCPT_QUEUE_SHARDS` says later.
+    pub fn new_task_id(&self) -> String {
+        let id = crate::store::new_task_id();
+        match self {
+            Layout::Standalone => id,
+            Layout::Cluster { tags } => {
+                let n = u32::try_from(tags.len()).unwrap_or(1).max(1);
+                let tag = usize::try_from(rand_below(n))
+                    .ok()
+                    .and_then(|i| tags.get(i))
+                    .map_or("0-0", String::as_str);
+                format!("tsk{tag}{}", &id[3..])
+            }
+        }
+    }
+}
+
+/// A random number below `n` (from a fresh v4 UUID's random bits).
+fn rand_below(n: u32) -> u32 {
+    let raw = uuid::Uuid::new_v4().as_u128();
+    u32::try_from((raw >> 64) % u128::from(n)).unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_match_redis_cluster() {
+        // Values from the Redis Cluster specification and redis-rs' routing tests.
+        assert_eq!(slot("123456789"), 0x31C3);
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("bar"), 5061);
+        assert_eq!(slot("{bar}pattern"), 5061);
+        assert_eq!(slot("a{}b"), slot("a{}b"));
+        assert_eq!(slot("{}bar"), crc16(b"{}bar") % 16384);
+    }
+
+    #[test]
+    fn shard_tags_spread_evenly_over_three_masters() {
+        // `redis-cli --cluster create` with 3 masters: 0-5460, 5461-10922, 10923-16383.
+        let master = |s: u16| usize::from(s > 5460) + usize::from(s > 10922);
+        for shards in [3u16, 6, 8, 16, 64] {
+            let mut per = [0u32; 3];
+            for i in 0..shards {
+                per[master(slot(&shard_tag(i, shards)))] += 1;
+            }
+            let (lo, hi) = (per.iter().min().copied(), per.iter().max().copied());
+            assert!(
+                hi.unwrap_or(0) - lo.unwrap_or(0) <= 1,
+                "{shards} shards: {per:?}"
+            );
+        }
+        let tags: std::collections::HashSet<u16> = (0..MAX_SHARDS)
+            .map(|i| slot(&shard_tag(i, MAX_SHARDS)))
+            .collect();
+        assert_eq!(
+            tags.len(),
+            usize::from(MAX_SHARDS),
+            "two shards share a slot"
+        );
+    }
+
+    #[test]
+    fn cluster_keys_of_a_task_share_its_shard_slot() {
+        let layout = Layout::cluster(8);
+        for _ in 0..100 {
+            let id = layout.new_task_id();
+            assert!(crate::store::is_plausible_task_id(&id), "{id}");
+            let tag = tag_of_task(&id).expect("a shard tag in the id");
+            assert!((0..8).any(|i| shard_tag(i, 8) == tag), "{id}");
+            let key = layout.task_key(&id, "p:ab");
+            let channel = layout.events_channel(&id);
+            let stream = layout.task_stream(&id, "default");
+            assert_eq!(slot(&key), slot(&channel));
+            assert_eq!(slot(&key), slot(&stream));
+            assert_eq!(slot(&key), slot(&layout.sweep_key("default", &stream)));
+            assert!(layout.queue_streams("default").contains(&stream));
+            assert_eq!(layout.task_of_channel(&channel), Some(id.as_str()));
+        }
+        assert_eq!(
+            layout.task_key("tsk3-5_abc", "anonymous"),
+            "mcpt:task:{3-5}:tsk3-5_abc:anonymous"
+        );
+        // An id naming no shard reads a key of its own, which never exists.
+        assert_eq!(
+            layout.task_key("tsk_abc", "o"),
+            "mcpt:task:{tsk_abc}:tsk_abc:o"
+        );
+        assert_eq!(tag_of_task("tsk_abc"), None);
+        assert_eq!(tag_of_task("tsk3_abc"), None);
+        assert_eq!(tag_of_task("tsk3-x_abc"), None);
+        assert_eq!(tag_of_task("tsk3-5_"), None);
+        assert_eq!(layout.queue_streams("q").len(), 8);
+    }
+
+    #[test]
+    fn standalone_layout_is_the_free_functions() {
+        let layout = Layout::Standalone;
+        assert_eq!(layout.task_key("tsk_a", "o"), task_key("tsk_a", "o"));
+        assert_eq!(layout.events_channel("tsk_a"), events_channel("tsk_a"));
+        assert_eq!(layout.task_stream("tsk_a", "q"), queue_key("q"));
+        assert_eq!(layout.queue_streams("q"), vec![queue_key("q")]);
+        assert_eq!(layout.sweep_key("q", &queue_key("q")), sweep_key("q"));
+        assert!(layout.new_task_id().starts_with("tsk_"));
+    }
 
     #[test]
     fn task_keys_share_one_hash_tag() {

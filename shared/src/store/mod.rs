@@ -7,6 +7,12 @@
 //! | `mcpt:events:{ID}` | channel | the whole task hash as a flat JSON array, after each change | scripts | — |
 //! | `mcpt:tools` | hash | tool name → [`registry::ToolAdvert`] JSON | workers' heartbeats | stale after 15 s |
 //!
+//! In Redis Cluster (`MCPT_REDIS_URL` naming several nodes, see [`crate::config::RedisTarget`])
+//! a task's hash and channel and its queue's stream carry the tag of the task's shard
+//! instead ([`keys::Layout`]), each queue has one stream per shard, events go out with
+//! `SPUBLISH` on shard channels, and the owner's limits are counted by a script of their
+//! own before the create script (they live in another slot).
+//!
 //! Every state change is one script (`scripts/*.lua`): it checks the current status (terminal
 //! states never change), checks the fencing token where a worker writes, moves
 //! `lastUpdatedAt`, bumps `ver` and publishes the new state, atomically.
@@ -14,6 +20,7 @@
 
 pub mod events;
 pub mod keys;
+mod reader;
 pub mod record;
 pub mod registry;
 mod scripts;
@@ -22,11 +29,12 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
-use redis::streams::{StreamReadOptions, StreamReadReply};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use reader::JobReader;
 pub use record::TaskRecord;
 use registry::ToolAdvert;
 
@@ -140,6 +148,9 @@ pub struct Job {
 pub struct Delivery {
     /// Queue name.
     pub queue: String,
+    /// The stream it was read from: the queue's stream, or in a cluster the queue's stream
+    /// of the task's shard. Entry ids are unique only within one stream.
+    pub stream: String,
     /// Stream entry id.
     pub entry: String,
     /// Task id.
@@ -246,17 +257,66 @@ pub fn is_plausible_task_id(id: &str) -> bool {
 }
 
 /// Timeouts for ordinary commands (blocking reads use their own connection).
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest `BLOCK` a [`JobReader`] may ask for.
 pub const READ_BLOCK: Duration = Duration::from_secs(2);
+
+/// The connection commands go through: one Redis, or every primary of a cluster (routed
+/// by key slot, following MOVED and ASK). Both reconnect by themselves.
+#[derive(Clone)]
+enum Con {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl redis::aio::ConnectionLike for Con {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Con::Single(c) => c.req_packed_command(cmd),
+            Con::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Con::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Con::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Con::Single(c) => c.get_db(),
+            Con::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// Where connections of their own (pub/sub, blocking reads) come from.
+#[derive(Clone)]
+pub(crate) enum Backend {
+    /// One Redis.
+    Single(redis::Client),
+    /// Redis Cluster: its seed nodes.
+    Cluster { seeds: Vec<redis::ConnectionInfo> },
+}
 
 /// Handle to Redis: cheap to clone, reconnects by itself.
 #[derive(Clone)]
 pub struct Store {
-    client: redis::Client,
-    con: ConnectionManager,
+    backend: Backend,
+    con: Con,
     scripts: std::sync::Arc<scripts::Scripts>,
+    layout: keys::Layout,
 }
 
 impl std::fmt::Debug for Store {
@@ -274,28 +334,81 @@ fn flat_strings(v: Vec<redis::Value>) -> StoreResult<Vec<String>> {
 }
 
 impl Store {
-    /// Connect to `url`.
+    /// Connect to `url` (one Redis, or a cluster with [`crate::config::DEFAULT_QUEUE_SHARDS`]).
     ///
     /// # Errors
     /// A malformed URL, or Redis unreachable at start.
     pub async fn connect(url: &str) -> StoreResult<Store> {
-        let client = redis::Client::open(url)?;
-        let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-            .set_connection_timeout(Some(CONNECT_TIMEOUT))
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_secs(2));
-        let con = ConnectionManager::new_with_config(client.clone(), config).await?;
-        Ok(Store {
-            client,
-            con,
-            scripts: std::sync::Arc::new(scripts::Scripts::load()),
-        })
+        Self::connect_sharded(url, crate::config::DEFAULT_QUEUE_SHARDS).await
     }
 
-    /// The client, for connections of their own (pub/sub, blocking reads).
-    pub(crate) fn client(&self) -> &redis::Client {
-        &self.client
+    /// Connect to `url`; in a cluster, tasks and queues are split into `shards` shards
+    /// (`MCPT_QUEUE_SHARDS`; ignored for one Redis, which has one).
+    ///
+    /// # Errors
+    /// A malformed URL, or Redis unreachable at start.
+    pub async fn connect_sharded(url: &str, shards: u16) -> StoreResult<Store> {
+        use crate::config::RedisTarget;
+        let bad = || {
+            StoreError::Redis(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "not a redis URL or cluster node list",
+            )))
+        };
+        match RedisTarget::parse(url).ok_or_else(bad)? {
+            RedisTarget::Single(url) => {
+                let client = redis::Client::open(url.as_str())?;
+                let config = ConnectionManagerConfig::new()
+                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
+                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                    .set_min_delay(Duration::from_millis(50))
+                    .set_max_delay(Duration::from_secs(2));
+                let con = ConnectionManager::new_with_config(client.clone(), config).await?;
+                Ok(Store {
+                    backend: Backend::Single(client),
+                    con: Con::Single(con),
+                    scripts: std::sync::Arc::new(scripts::Scripts::load(false)),
+                    layout: keys::Layout::Standalone,
+                })
+            }
+            RedisTarget::Cluster(nodes) => {
+                let seeds = nodes
+                    .iter()
+                    .map(|n| redis::IntoConnectionInfo::into_connection_info(n.as_str()))
+                    .collect::<redis::RedisResult<Vec<_>>>()?;
+                let client = redis::cluster::ClusterClientBuilder::new(seeds.clone())
+                    .connection_timeout(CONNECT_TIMEOUT)
+                    .response_timeout(RESPONSE_TIMEOUT)
+                    .build()?;
+                let con = client.get_async_connection().await?;
+                Ok(Store {
+                    backend: Backend::Cluster { seeds },
+                    con: Con::Cluster(con),
+                    scripts: std::sync::Arc::new(scripts::Scripts::load(true)),
+                    layout: keys::Layout::cluster(shards),
+                })
+            }
+        }
+    }
+
+    /// Where connections of their own (pub/sub, blocking reads) come from.
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// How keys are laid out (one Redis, or a cluster's shards).
+    pub fn layout(&self) -> &keys::Layout {
+        &self.layout
+    }
+
+    /// A fresh task id for this layout (in a cluster it names the task's shard).
+    pub fn new_task_id(&self) -> String {
+        self.layout.new_task_id()
+    }
+
+    /// The task hash of `id` for `owner` (the worker keeps it to hand a task over).
+    pub fn task_key(&self, id: &str, owner: &str) -> String {
+        self.layout.task_key(id, owner)
     }
 
     /// Round trip to Redis (readiness).
@@ -337,6 +450,9 @@ impl Store {
         let ttl = t.ttl_ms.map(|v| v.to_string()).unwrap_or_default();
         let minute = crate::protocol::time::now_millis().max(0) as u64 / 60_000;
         let mut con = self.con.clone();
+        if self.layout.is_cluster() {
+            return self.create_in_cluster(t, &ttl, job, minute).await;
+        }
         let reply: Vec<redis::Value> = self
             .scripts
             .create
@@ -356,17 +472,74 @@ impl Store {
             .arg(t.limits.active)
             .invoke_async(&mut con)
             .await?;
-        let reply = flat_strings(reply)?;
-        match reply.as_slice() {
-            [limit, which] if limit == "limit" => Ok(Created::Limited(match which.as_str() {
-                "rate" => Limit::PerMinute,
-                _ => Limit::Active,
-            })),
-            [at] => at
-                .parse()
-                .map(Created::At)
-                .map_err(|_| StoreError::Corrupt(format!("create returned {at:?}"))),
-            other => Err(StoreError::Corrupt(format!("create returned {other:?}"))),
+        created(flat_strings(reply)?)
+    }
+
+    /// [`Store::create_task`] in a cluster: the owner's limits (their own slot) are checked
+    /// and counted first, then the task and its job are written in the shard's slot. A
+    /// create that fails after its limits were counted takes them back (best effort).
+    async fn create_in_cluster(
+        &self,
+        t: &NewTask<'_>,
+        ttl: &str,
+        job: String,
+        minute: u64,
+    ) -> StoreResult<Created> {
+        let mut con = self.con.clone();
+        let limited = t.limits.per_minute > 0 || t.limits.active > 0;
+        if limited {
+            let reply: Vec<redis::Value> = self
+                .scripts
+                .limits
+                .key(keys::rate_key(t.owner, minute))
+                .key(keys::active_key(t.owner))
+                .arg(t.id)
+                .arg(ttl)
+                .arg(t.limits.per_minute)
+                .arg(t.limits.active)
+                .invoke_async(&mut con)
+                .await?;
+            let reply = flat_strings(reply)?;
+            if reply.first().is_some_and(|s| s == "limit") {
+                return created(reply);
+            }
+        }
+        let reply: redis::RedisResult<Vec<redis::Value>> = self
+            .scripts
+            .create
+            .key(self.layout.task_key(t.id, t.owner))
+            .key(self.layout.task_stream(t.id, t.queue))
+            .arg(t.id)
+            .arg(ttl)
+            .arg(t.poll_ms)
+            .arg(t.owner)
+            .arg(&t.job.tool)
+            .arg(t.queue)
+            .arg(job)
+            .arg(t.ttl_ms.map_or(0, |ttl| ttl.min(EXPIRED_RETENTION_MS)))
+            .arg(0)
+            .arg(0)
+            .invoke_async(&mut con)
+            .await;
+        match reply {
+            Ok(reply) => created(flat_strings(reply)?),
+            Err(e) => {
+                if limited {
+                    // Not created: give the counts back, so a failure is not a creation.
+                    let mut undo = redis::pipe();
+                    if t.limits.per_minute > 0 {
+                        undo.decr(keys::rate_key(t.owner, minute), 1).ignore();
+                    }
+                    if t.limits.active > 0 {
+                        undo.zrem(keys::active_key(t.owner), t.id).ignore();
+                    }
+                    let undone: redis::RedisResult<()> = undo.query_async(&mut con).await;
+                    if let Err(undo_error) = undone {
+                        tracing::debug!(error = %undo_error, "owner limits not given back");
+                    }
+                }
+                Err(e.into())
+            }
         }
     }
 
@@ -382,11 +555,22 @@ impl Store {
         if ids.is_empty() {
             return Ok(0);
         }
-        let mut pipe = redis::pipe();
-        for id in &ids {
-            pipe.hget(keys::task_key(id, owner), "status");
-        }
-        let statuses: Vec<Option<String>> = pipe.query_async(&mut con).await?;
+        let statuses: Vec<Option<String>> = if self.layout.is_cluster() {
+            // A pipeline must stay in one slot in a cluster: one command per task, sent
+            // together on the multiplexed connections.
+            let reads = ids.iter().map(|id| {
+                let mut con = self.con.clone();
+                let key = self.layout.task_key(id, owner);
+                async move { con.hget::<_, _, Option<String>>(key, "status").await }
+            });
+            futures_util::future::try_join_all(reads).await?
+        } else {
+            let mut pipe = redis::pipe();
+            for id in &ids {
+                pipe.hget(keys::task_key(id, owner), "status");
+            }
+            pipe.query_async(&mut con).await?
+        };
         let done: Vec<&String> = ids
             .iter()
             .zip(&statuses)
@@ -444,7 +628,7 @@ impl Store {
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "get", task.id = %id))]
     pub async fn get_task(&self, id: &str, owner: &str) -> StoreResult<Option<TaskRecord>> {
         let mut con = self.con.clone();
-        let fields: Vec<(String, String)> = con.hgetall(keys::task_key(id, owner)).await?;
+        let fields: Vec<(String, String)> = con.hgetall(self.layout.task_key(id, owner)).await?;
         Ok(TaskRecord::from_fields(id, fields))
     }
 
@@ -460,12 +644,22 @@ impl Store {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
-        for id in ids {
-            pipe.hgetall(keys::task_key(id, owner));
-        }
-        let mut con = self.con.clone();
-        let replies: Vec<Vec<(String, String)>> = pipe.query_async(&mut con).await?;
+        let replies: Vec<Vec<(String, String)>> = if self.layout.is_cluster() {
+            // One slot per pipeline in a cluster: one command per task, sent together.
+            let reads = ids.iter().map(|id| {
+                let mut con = self.con.clone();
+                let key = self.layout.task_key(id, owner);
+                async move { con.hgetall::<_, Vec<(String, String)>>(key).await }
+            });
+            futures_util::future::try_join_all(reads).await?
+        } else {
+            let mut pipe = redis::pipe();
+            for id in ids {
+                pipe.hgetall(keys::task_key(id, owner));
+            }
+            let mut con = self.con.clone();
+            pipe.query_async(&mut con).await?
+        };
         Ok(ids
             .iter()
             .zip(replies)
@@ -484,8 +678,8 @@ impl Store {
         owner: &str,
         answers: &[(String, u8, String)],
     ) -> StoreResult<Answer> {
-        let mut inv = self.scripts.answer.key(keys::task_key(id, owner));
-        inv.arg(keys::events_channel(id)).arg(owner);
+        let mut inv = self.scripts.answer.key(self.layout.task_key(id, owner));
+        inv.arg(self.layout.events_channel(id)).arg(owner);
         for (key, mask, json) in answers {
             inv.arg(key).arg(*mask).arg(json);
         }
@@ -509,16 +703,21 @@ impl Store {
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "cancel", task.id = %id))]
     pub async fn cancel(&self, id: &str, owner: &str) -> StoreResult<bool> {
         let mut con = self.con.clone();
-        let reply = flat_strings(
-            self.scripts
-                .cancel
-                .key(keys::task_key(id, owner))
-                .arg(keys::events_channel(id))
-                .arg(owner)
-                .arg(keys::GROUP)
-                .invoke_async(&mut con)
-                .await?,
-        )?;
+        let key = self.layout.task_key(id, owner);
+        let mut inv = self.scripts.cancel.key(&key);
+        inv.arg(self.layout.events_channel(id))
+            .arg(owner)
+            .arg(keys::GROUP);
+        if self.layout.is_cluster() {
+            // A cluster runs a script only on the keys it declares: read which stream the
+            // job is on first (it never changes; the script checks it).
+            let stream: Option<String> = con.hget(&key, "stream").await?;
+            if let Some(stream) = stream {
+                inv.key(stream);
+            }
+            inv.arg("declared");
+        }
+        let reply = flat_strings(inv.invoke_async(&mut con).await?)?;
         let found = reply.first().is_some_and(|s| s == "ok");
         if let Some(tool) = reply.get(1) {
             // Ended here, not by a worker: counted here.
@@ -590,18 +789,26 @@ impl Store {
         let set = keys::session_tasks_key(session_id);
         let listed = keys::listed_key(scope);
         let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1);
-        let mut con = self.con.clone();
-        let _: () = redis::pipe()
+        // Two keys of two slots: one pipeline each (a cluster refuses a cross-slot one), sent
+        // together.
+        let (mut a, mut b) = (self.con.clone(), self.con.clone());
+        let mut session = redis::pipe();
+        session
             .sadd(&set, task_id)
             .ignore()
             .pexpire(&set, ms(session_ttl))
-            .ignore()
-            .zadd(&listed, task_id, created_ms)
+            .ignore();
+        let mut list = redis::pipe();
+        list.zadd(&listed, task_id, created_ms)
             .ignore()
             .pexpire(&listed, ms(listed_ttl))
-            .ignore()
-            .query_async(&mut con)
-            .await?;
+            .ignore();
+        let (session, list) = tokio::join!(
+            session.query_async::<()>(&mut a),
+            list.query_async::<()>(&mut b)
+        );
+        session?;
+        list?;
         Ok(())
     }
 
@@ -718,10 +925,9 @@ impl Store {
     /// Redis unavailable.
     pub async fn ensure_groups(&self, queues: &[String]) -> StoreResult<()> {
         let mut con = self.con.clone();
-        for q in queues {
-            let r: redis::RedisResult<()> = con
-                .xgroup_create_mkstream(keys::queue_key(q), keys::GROUP, "0")
-                .await;
+        for stream in queues.iter().flat_map(|q| self.layout.queue_streams(q)) {
+            let r: redis::RedisResult<()> =
+                con.xgroup_create_mkstream(stream, keys::GROUP, "0").await;
             match r {
                 Ok(()) => {}
                 Err(e) if e.code() == Some("BUSYGROUP") => {}
@@ -736,15 +942,7 @@ impl Store {
     /// # Errors
     /// Redis unreachable.
     pub async fn job_reader(&self) -> StoreResult<JobReader> {
-        // Not `None`: a connection that dies silently would hang the reader forever.
-        let config = redis::AsyncConnectionConfig::new()
-            .set_response_timeout(Some(READ_BLOCK + RESPONSE_TIMEOUT))
-            .set_connection_timeout(Some(CONNECT_TIMEOUT));
-        let con = self
-            .client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await?;
-        Ok(JobReader { con })
+        JobReader::connect(self).await
     }
 
     /// A worker took a job: fence it, or learn it needs no run (then it is acknowledged).
@@ -762,9 +960,9 @@ impl Store {
         let reply = flat_strings(
             self.scripts
                 .start
-                .key(keys::task_key(&d.task_id, &d.owner))
-                .key(keys::queue_key(&d.queue))
-                .arg(keys::events_channel(&d.task_id))
+                .key(self.layout.task_key(&d.task_id, &d.owner))
+                .key(&d.stream)
+                .arg(self.layout.events_channel(&d.task_id))
                 .arg(keys::GROUP)
                 .arg(&d.entry)
                 .arg(worker)
@@ -802,8 +1000,8 @@ impl Store {
         let reply = flat_strings(
             self.scripts
                 .status
-                .key(keys::task_key(id, owner))
-                .arg(keys::events_channel(id))
+                .key(self.layout.task_key(id, owner))
+                .arg(self.layout.events_channel(id))
                 .arg(fence)
                 .arg(message)
                 .invoke_async(&mut con)
@@ -824,8 +1022,8 @@ impl Store {
         fence: u64,
         requests: &[(String, String)],
     ) -> StoreResult<Ask> {
-        let mut inv = self.scripts.ask.key(keys::task_key(id, owner));
-        inv.arg(keys::events_channel(id)).arg(fence);
+        let mut inv = self.scripts.ask.key(self.layout.task_key(id, owner));
+        inv.arg(self.layout.events_channel(id)).arg(fence);
         for (key, req) in requests {
             inv.arg(key).arg(req);
         }
@@ -860,9 +1058,9 @@ impl Store {
         let reply = flat_strings(
             self.scripts
                 .finish
-                .key(keys::task_key(&d.task_id, &d.owner))
-                .key(keys::queue_key(&d.queue))
-                .arg(keys::events_channel(&d.task_id))
+                .key(self.layout.task_key(&d.task_id, &d.owner))
+                .key(&d.stream)
+                .arg(self.layout.events_channel(&d.task_id))
                 .arg(keys::GROUP)
                 .arg(&d.entry)
                 .arg(fence)
@@ -883,25 +1081,26 @@ impl Store {
     /// Redis unavailable.
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "release", task.id = %d.task_id))]
     pub async fn release(&self, d: &Delivery) -> StoreResult<()> {
-        let key = keys::queue_key(&d.queue);
+        let key = &d.stream;
         let mut con = self.con.clone();
         let _: () = redis::pipe()
-            .xack(&key, keys::GROUP, &[&d.entry])
+            .xack(key, keys::GROUP, &[&d.entry])
             .ignore()
-            .xdel(&key, &[&d.entry])
+            .xdel(key, &[&d.entry])
             .ignore()
             .query_async(&mut con)
             .await?;
         Ok(())
     }
 
-    /// Renew this consumer's claim on `entries` of `queue` (resets their idle time; the
-    /// delivery count does not change). Chunked so one call never carries too many ids.
+    /// Renew this consumer's claim on `entries` of `stream` (a [`Delivery::stream`]; resets
+    /// their idle time; the delivery count does not change). Chunked so one call never
+    /// carries too many ids.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn renew(&self, queue: &str, consumer: &str, entries: &[String]) -> StoreResult<()> {
-        self.claim_ids(queue, consumer, entries, None).await
+    pub async fn renew(&self, stream: &str, consumer: &str, entries: &[String]) -> StoreResult<()> {
+        self.claim_ids(stream, consumer, entries, None).await
     }
 
     /// Give `entries` (of the tasks whose hashes are `task_keys`) up at once: mark them idle for `lease`, so the next sweep
@@ -912,7 +1111,7 @@ impl Store {
     /// Redis unavailable.
     pub async fn give_up(
         &self,
-        queue: &str,
+        stream: &str,
         consumer: &str,
         entries: &[String],
         task_keys: &[String],
@@ -927,22 +1126,22 @@ impl Store {
                 .invoke_async(&mut con)
                 .await?;
         }
-        self.claim_ids(queue, consumer, entries, Some(lease)).await
+        self.claim_ids(stream, consumer, entries, Some(lease)).await
     }
 
     async fn claim_ids(
         &self,
-        queue: &str,
+        stream: &str,
         consumer: &str,
         entries: &[String],
         idle: Option<Duration>,
     ) -> StoreResult<()> {
         const CHUNK: usize = 100;
-        let key = keys::queue_key(queue);
+        let key = stream;
         let mut con = self.con.clone();
         for chunk in entries.chunks(CHUNK) {
             let mut cmd = redis::cmd("XCLAIM");
-            cmd.arg(&key)
+            cmd.arg(key)
                 .arg(keys::GROUP)
                 .arg(consumer)
                 .arg(0)
@@ -957,7 +1156,12 @@ impl Store {
         Ok(())
     }
 
-    /// Take (or, holding it, extend) the fleet-wide sweep lease of `queue` for `hold`
+    /// Every stream of `queue`: one for one Redis, one per shard in a cluster.
+    pub fn queue_streams(&self, queue: &str) -> Vec<String> {
+        self.layout.queue_streams(queue)
+    }
+
+    /// Take (or, holding it, extend) the fleet-wide sweep lease of `stream` of `queue` for `hold`
     /// (`SET NX PX`): only one worker sweeps a queue at a time.
     ///
     /// # Errors
@@ -965,6 +1169,7 @@ impl Store {
     pub async fn take_sweep_lease(
         &self,
         queue: &str,
+        stream: &str,
         consumer: &str,
         hold: Duration,
     ) -> StoreResult<bool> {
@@ -972,7 +1177,7 @@ impl Store {
         let held: i64 = self
             .scripts
             .sweep_lease
-            .key(keys::sweep_key(queue))
+            .key(self.layout.sweep_key(queue, stream))
             .arg(consumer)
             .arg(u64::try_from(hold.as_millis()).unwrap_or(u64::MAX))
             .invoke_async(&mut con)
@@ -988,6 +1193,7 @@ impl Store {
     pub async fn reclaim(
         &self,
         queue: &str,
+        stream: &str,
         consumer: &str,
         min_idle: Duration,
         cursor: &str,
@@ -996,7 +1202,7 @@ impl Store {
         let mut con = self.con.clone();
         let reply: redis::streams::StreamAutoClaimReply = con
             .xautoclaim_options(
-                keys::queue_key(queue),
+                stream,
                 keys::GROUP,
                 consumer,
                 u64::try_from(min_idle.as_millis()).unwrap_or(u64::MAX),
@@ -1007,7 +1213,7 @@ impl Store {
         let deliveries = reply
             .claimed
             .into_iter()
-            .map(|entry| delivery(queue, entry, false))
+            .map(|entry| delivery(queue, stream, entry, false))
             .collect();
         Ok((deliveries, reply.next_stream_id))
     }
@@ -1019,11 +1225,26 @@ impl Store {
     /// # Errors
     /// Redis unavailable.
     pub async fn queue_depth(&self, queue: &str) -> StoreResult<crate::metrics::QueueDepth> {
-        let key = keys::queue_key(queue);
+        let mut total = crate::metrics::QueueDepth {
+            length: 0,
+            lag: 0,
+            pending: 0,
+        };
+        // One stream standalone; in a cluster the sum over the queue's shard streams.
+        for key in self.layout.queue_streams(queue) {
+            let depth = self.stream_depth(&key).await?;
+            total.length += depth.length;
+            total.lag += depth.lag;
+            total.pending += depth.pending;
+        }
+        Ok(total)
+    }
+
+    async fn stream_depth(&self, key: &str) -> StoreResult<crate::metrics::QueueDepth> {
         let mut con = self.con.clone();
-        let length: u64 = con.xlen(&key).await?;
+        let length: u64 = con.xlen(key).await?;
         let groups: redis::RedisResult<redis::streams::StreamInfoGroupsReply> =
-            con.xinfo_groups(&key).await;
+            con.xinfo_groups(key).await;
         let group = match groups {
             Ok(reply) => reply.groups.into_iter().find(|g| g.name == keys::GROUP),
             // No stream yet: nothing queued.
@@ -1077,6 +1298,21 @@ impl Store {
     }
 }
 
+/// The create script's reply (or the limits script's refusal).
+fn created(reply: Vec<String>) -> StoreResult<Created> {
+    match reply.as_slice() {
+        [limit, which] if limit == "limit" => Ok(Created::Limited(match which.as_str() {
+            "rate" => Limit::PerMinute,
+            _ => Limit::Active,
+        })),
+        [at] => at
+            .parse()
+            .map(Created::At)
+            .map_err(|_| StoreError::Corrupt(format!("create returned {at:?}"))),
+        other => Err(StoreError::Corrupt(format!("create returned {other:?}"))),
+    }
+}
+
 fn write_outcome(reply: &[String]) -> StoreResult<Write> {
     match reply.first().map(String::as_str) {
         Some("ok") => Ok(Write::Ok),
@@ -1087,52 +1323,7 @@ fn write_outcome(reply: &[String]) -> StoreResult<Write> {
     }
 }
 
-/// A dedicated connection for `XREADGROUP … BLOCK` (no response timeout).
-pub struct JobReader {
-    con: MultiplexedConnection,
-}
-
-impl JobReader {
-    /// Read up to `count` new jobs from `queues` for `consumer`, blocking up to `block`
-    /// (at most [`READ_BLOCK`]) when there is none, or not at all for `None`.
-    ///
-    /// # Errors
-    /// Redis unavailable.
-    pub async fn read(
-        &mut self,
-        queues: &[String],
-        consumer: &str,
-        count: usize,
-        block: Option<Duration>,
-    ) -> StoreResult<Vec<Delivery>> {
-        let keys: Vec<String> = queues.iter().map(|q| keys::queue_key(q)).collect();
-        let ids: Vec<&str> = queues.iter().map(|_| ">").collect();
-        let mut opts = StreamReadOptions::default()
-            .group(keys::GROUP, consumer)
-            .count(count);
-        if let Some(block) = block {
-            // Never 0: BLOCK 0 waits forever.
-            let ms = block.min(READ_BLOCK).as_millis().max(1);
-            opts = opts.block(usize::try_from(ms).unwrap_or(1));
-        }
-        let reply: Option<StreamReadReply> = self.con.xread_options(&keys, &ids, &opts).await?;
-        let mut out = Vec::new();
-        for stream in reply.map(|r| r.keys).unwrap_or_default() {
-            let Some(queue) = queues.iter().find(|q| keys::queue_key(q) == stream.key) else {
-                continue;
-            };
-            out.extend(
-                stream
-                    .ids
-                    .into_iter()
-                    .map(|entry| delivery(queue, entry, true)),
-            );
-        }
-        Ok(out)
-    }
-}
-
-fn delivery(queue: &str, entry: redis::streams::StreamId, fresh: bool) -> Delivery {
+fn delivery(queue: &str, stream: &str, entry: redis::streams::StreamId, fresh: bool) -> Delivery {
     let task_id: String = entry.get("task").unwrap_or_default();
     let stream_owner: Option<String> = entry.get("owner");
     let job = entry
@@ -1150,6 +1341,7 @@ fn delivery(queue: &str, entry: redis::streams::StreamId, fresh: bool) -> Delive
         .unwrap_or_else(|| crate::protocol::meta::ANONYMOUS_OWNER.to_owned());
     Delivery {
         queue: queue.to_owned(),
+        stream: stream.to_owned(),
         entry: entry.id,
         task_id,
         owner,

@@ -1,5 +1,10 @@
 //! The Lua scripts, each prefixed with `scripts/prelude.lua` and wrapped once in a
-//! `redis::Script` (EVALSHA, loaded again on NOSCRIPT).
+//! `redis::Script` (EVALSHA, loaded again on NOSCRIPT; in Redis Cluster `SCRIPT LOAD` goes
+//! to every primary, and EVALSHA to the one owning the script's first key).
+//!
+//! The prelude publishes with `PUBLISH`, or with `SPUBLISH` in a cluster (a task's channel
+//! is then a shard channel in the slot of its hash): the one difference between the two
+//! sets of scripts.
 
 use redis::Script;
 
@@ -14,16 +19,18 @@ pub(crate) struct Scripts {
     pub(crate) sweep_lease: Script,
     pub(crate) handover: Script,
     pub(crate) listener: Script,
+    /// Redis Cluster only: the owner's limits, before `create` (another slot).
+    pub(crate) limits: Script,
 }
 
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
 
-fn script(body: &str) -> Script {
-    Script::new(&format!("{PRELUDE}\n{body}"))
-}
-
 impl Scripts {
-    pub(crate) fn load() -> Scripts {
+    /// The scripts for one Redis (`cluster` false) or for Redis Cluster.
+    pub(crate) fn load(cluster: bool) -> Scripts {
+        let publish = if cluster { "SPUBLISH" } else { "PUBLISH" };
+        let script =
+            |body: &str| Script::new(&format!("local PUBLISH = '{publish}'\n{PRELUDE}\n{body}"));
         Scripts {
             create: script(include_str!("scripts/create.lua")),
             start: script(include_str!("scripts/start.lua")),
@@ -35,6 +42,7 @@ impl Scripts {
             sweep_lease: Script::new(include_str!("scripts/sweep_lease.lua")),
             handover: Script::new(include_str!("scripts/handover.lua")),
             listener: script(include_str!("scripts/listener.lua")),
+            limits: script(include_str!("scripts/limits.lua")),
         }
     }
 }

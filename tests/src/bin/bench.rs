@@ -23,7 +23,7 @@ use hyper_util::rt::TokioExecutor;
 use mcp_tasks_shared::store::{
     Created, Finish, Job, NewTask, OwnerLimits, Start, Store, Write, keys, new_task_id,
 };
-use mcp_tasks_tests::{Gateway, RedisServer, VERSION, Worker, caps_tasks, meta};
+use mcp_tasks_tests::{Gateway, RedisCluster, RedisServer, VERSION, Worker, caps_tasks, meta};
 use redis::aio::MultiplexedConnection;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
@@ -102,6 +102,14 @@ OPTIONS
   --url URL --redis URL     drive an existing stack instead (http://HOST:PORT/mcp, and the
                             Redis it uses); server CPU is then read for Redis only (INFO
                             cpu), the listener RSS is not measured, the queue is 'default'
+  --redis-cluster N         start a Redis Cluster of N masters (no replicas) instead of one
+                            redis-server, and run the gateway and worker in cluster mode
+                            (MCPT_REDIS_URL=redis+cluster://...). Redis-side figures (INFO:
+                            commands, Redis CPU and memory) are then of the first master
+                            only, and the per-task costs, the Redis limit and
+                            redis-benchmark are skipped; the throughput phases are the same.
+                            Compare runs with N=1 and N=3 for scaling.
+  --queue-shards S          MCPT_QUEUE_SHARDS with --redis-cluster (default 16)
   -h, --help                this text
   DUR is like 500ms, 2s, 1m.
 
@@ -140,6 +148,8 @@ struct Args {
     out: Option<PathBuf>,
     url: Option<String>,
     redis: Option<String>,
+    redis_cluster: Option<usize>,
+    queue_shards: u16,
 }
 
 fn parse_duration(s: &str) -> Result<Duration> {
@@ -170,6 +180,8 @@ fn parse_args() -> Result<Option<Args>> {
         out: None,
         url: None,
         redis: None,
+        redis_cluster: None,
+        queue_shards: 16,
     };
     let Some(flags) = mcp_tasks_tests::flags()? else {
         return Ok(None);
@@ -229,11 +241,29 @@ fn parse_args() -> Result<Option<Args>> {
                 }
                 a.redis = Some(v);
             }
+            "--redis-cluster" => {
+                let n: usize = v
+                    .parse()
+                    .context("--redis-cluster takes a count of masters")?;
+                if !(1..=16).contains(&n) {
+                    bail!("--redis-cluster takes 1 to 16 masters");
+                }
+                a.redis_cluster = Some(n);
+            }
+            "--queue-shards" => {
+                a.queue_shards = v.parse().context("--queue-shards takes a count")?;
+                if !(1..=1024).contains(&a.queue_shards) {
+                    bail!("--queue-shards takes 1 to 1024");
+                }
+            }
             other => bail!("unknown option {other}"),
         }
     }
     if a.url.is_some() != a.redis.is_some() {
         bail!("--url and --redis go together (the Redis of that stack)");
+    }
+    if a.url.is_some() && a.redis_cluster.is_some() {
+        bail!("--redis-cluster starts its own stack; it does not go with --url");
     }
     Ok(Some(a))
 }
@@ -625,9 +655,15 @@ struct Stack {
     gateway: Option<Gateway>,
     worker: Option<Worker>,
     _redis: Option<RedisServer>,
+    _cluster: Option<RedisCluster>,
     addr: SocketAddr,
     path: String,
+    /// `MCPT_REDIS_URL` of the stack (cluster nodes with --redis-cluster).
     redis_url: String,
+    /// The one Redis INFO is read from: the Redis, or the cluster's first master.
+    info_url: String,
+    /// The stack's `MCPT_QUEUE_SHARDS` (1 for one Redis).
+    shards: u16,
 }
 
 impl Stack {
@@ -638,17 +674,31 @@ impl Stack {
                 gateway: None,
                 worker: None,
                 _redis: None,
+                _cluster: None,
                 addr,
                 path,
                 redis_url: redis_url.clone(),
+                info_url: redis_url.clone(),
+                shards: 1,
             });
         }
-        let redis = RedisServer::start().context("starting redis-server")?;
-        let url = redis.url();
+        let (redis, cluster, url, info_url, shards) = match a.redis_cluster {
+            Some(n) => {
+                let cluster = RedisCluster::start(n).context("starting the Redis Cluster")?;
+                let (url, first) = (cluster.url(), cluster.node_urls()[0].clone());
+                (None, Some(cluster), url, first, a.queue_shards)
+            }
+            None => {
+                let redis = RedisServer::start().context("starting redis-server")?;
+                let url = redis.url();
+                (Some(redis), None, url.clone(), url, 1)
+            }
+        };
         let limits_off = [
             ("MCPT_LIMIT_TASKS_PER_MINUTE", "0".to_owned()),
             ("MCPT_LIMIT_ACTIVE_TASKS", "0".to_owned()),
             ("MCPT_LIMIT_LISTENERS", "0".to_owned()),
+            ("MCPT_QUEUE_SHARDS", shards.to_string()),
         ];
         let mut wenv = vec![
             ("MCPT_TOOLS", "demo".to_owned()),
@@ -662,8 +712,11 @@ impl Stack {
             path: "/mcp".into(),
             gateway: Some(gateway),
             worker: Some(worker),
-            _redis: Some(redis),
+            _redis: redis,
+            _cluster: cluster,
             redis_url: url,
+            info_url,
+            shards,
         })
     }
 
@@ -2065,21 +2118,21 @@ async fn run(args: Args) -> Result<()> {
         .map_or(0, |d| d.as_secs());
     let mut stack = Stack::start(&args).await?;
     let http = Http::new(stack.addr, &stack.path)?;
-    let client = redis::Client::open(stack.redis_url.as_str())?;
+    let client = redis::Client::open(stack.info_url.as_str())?;
     let config = redis::AsyncConnectionConfig::new()
         .set_response_timeout(Some(Duration::from_secs(10)))
         .set_connection_timeout(Some(Duration::from_secs(5)));
     let mut red = client
         .get_multiplexed_async_connection_with_config(&config)
         .await
-        .with_context(|| format!("connecting to {}", stack.redis_url))?;
+        .with_context(|| format!("connecting to {}", stack.info_url))?;
     let server_info = info(&mut red, "server").await?;
     let redis_pid: Option<u32> =
         info_field(&server_info, "process_id").and_then(|p| p.parse().ok());
     let redis_version = info_field(&server_info, "redis_version")
         .unwrap_or("?")
         .to_owned();
-    let store = Store::connect(&stack.redis_url)
+    let store = Store::connect_sharded(&stack.redis_url, stack.shards)
         .await
         .context("connecting the store")?;
     let mut pids: Vec<(&'static str, u32)> = Vec::new();
@@ -2126,6 +2179,13 @@ async fn run(args: Args) -> Result<()> {
     if !env.own {
         notes.push("server CPU: only Redis (INFO cpu), since --url drives a stack whose gateway and worker processes are not ours".into());
     }
+    let cluster = args.redis_cluster;
+    if let Some(n) = cluster {
+        notes.push(format!(
+            "Redis Cluster of {n} master(s), MCPT_QUEUE_SHARDS={}: Redis commands, CPU and memory are those of the first master only",
+            stack.shards
+        ));
+    }
 
     // A completed task for the get phases.
     let done_id = env.http.create().await.context("first task")?;
@@ -2142,7 +2202,10 @@ async fn run(args: Args) -> Result<()> {
         rows.push(per_clients(&env, c, &done_id).await?);
     }
 
-    let costs = if args.tasks > 0 {
+    let costs = if cluster.is_some() {
+        notes.push("per-task costs: skipped with --redis-cluster (INFO covers one master)".into());
+        None
+    } else if args.tasks > 0 {
         Some(per_task_costs(&env, args.tasks, &done_id).await?)
     } else {
         notes.push("per-task costs: skipped (--tasks 0)".into());
@@ -2170,7 +2233,10 @@ async fn run(args: Args) -> Result<()> {
         }
     };
 
-    let limit = if args.limit_loops > 0 {
+    let limit = if cluster.is_some() {
+        notes.push("Redis limit: skipped with --redis-cluster".into());
+        None
+    } else if args.limit_loops > 0 {
         Some(
             redis_limit(
                 &env,
@@ -2187,7 +2253,7 @@ async fn run(args: Args) -> Result<()> {
         None
     };
 
-    let raw = if env.own && args.redis_benchmark > 0 {
+    let raw = if env.own && cluster.is_none() && args.redis_benchmark > 0 {
         match redis_benchmark(&stack.redis_url, args.redis_benchmark).await {
             Ok(r) => Some(r),
             Err(e) => {
@@ -2309,6 +2375,8 @@ async fn run(args: Args) -> Result<()> {
             "own": env.own,
             "url": format!("http://{}{}", stack.addr, stack.path),
             "redis": stack.redis_url,
+            "redis_cluster_masters": args.redis_cluster,
+            "queue_shards": stack.shards,
             "worker_concurrency": if env.own { json!(args.worker_concurrency) } else { Value::Null },
         },
         "settings": {

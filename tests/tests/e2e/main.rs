@@ -17,5 +17,6 @@ mod outage;
 mod processes;
 mod protocol;
 mod recovery;
+mod redis_cluster;
 mod telemetry;
 mod upstream;

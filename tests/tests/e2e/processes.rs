@@ -49,7 +49,12 @@ fn lines(text: &str) -> Vec<&str> {
 
 /// Spawn project binary `name` with a bad `var=value` (and a reachable Redis), and assert
 /// it exits 64 with exactly one stderr line naming the variable.
-async fn assert_rejects_config(name: &str, redis_url: &str, var: &str, value: &str) -> Result<()> {
+pub(crate) async fn assert_rejects_config(
+    name: &str,
+    redis_url: &str,
+    var: &str,
+    value: &str,
+) -> Result<()> {
     let (mut p, _) = Process::spawn(
         name,
         &[

@@ -3,6 +3,8 @@
 -- so concurrent gateways cannot overshoot them.
 -- KEYS[1] task hash   KEYS[2] queue stream
 -- KEYS[3] the owner's creation counter for this minute   KEYS[4] the owner's unfinished tasks
+--         (both only with limits; in Redis Cluster the limits are another slot: they are
+--         checked and counted by limits.lua first, and this script gets 0, 0 and two keys)
 -- ARGV[1] task id  ARGV[2] ttl ms ('' = never expires)  ARGV[3] poll ms  ARGV[4] owner
 -- ARGV[5] tool  ARGV[6] queue  ARGV[7] job JSON
 -- ARGV[8] how long the hash outlives the TTL (ms), so an expired task reads as failed

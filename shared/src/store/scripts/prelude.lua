@@ -1,4 +1,6 @@
--- Shared by every script (prepended by store::scripts). Task hash fields:
+-- Shared by every script (prepended by store::scripts, after a line setting PUBLISH to
+-- 'PUBLISH', or 'SPUBLISH' in Redis Cluster, where a task's channel is a shard channel in
+-- the slot of its hash). Task hash fields:
 --   status msg created updated ttl poll ver owner tool queue result error
 --   cancel fence worker pending in:<key> ans:<key>
 -- Redis' clock in ms, read once per script (TIME is a command like any other).
@@ -35,7 +37,7 @@ local function publish_task(channel, task)
     flat[#flat + 1] = f
     flat[#flat + 1] = v
   end
-  redis.call('PUBLISH', channel, cjson.encode(flat))
+  redis.call(PUBLISH, channel, cjson.encode(flat))
 end
 
 -- Write `changes` (field -> string) to a loaded task in one HSET. An observable change
@@ -74,7 +76,7 @@ end
 
 -- Publish the whole hash (a flat JSON array of field, value, ...) on the task's channel.
 local function publish(key, channel)
-  redis.call('PUBLISH', channel, cjson.encode(redis.call('HGETALL', key)))
+  redis.call(PUBLISH, channel, cjson.encode(redis.call('HGETALL', key)))
 end
 
 -- TTL (T-52): a task still running when createdAt + ttlMs passes ends failed with this

@@ -1,0 +1,359 @@
+//! Redis Cluster mode (issue 5): the whole flow against a private 3-master cluster, with
+//! `MCPT_REDIS_URL=redis+cluster://…` and `MCPT_QUEUE_SHARDS=8`, two gateways (a task is
+//! read, answered and cancelled through the one that did not create it) and two workers.
+//!
+//! Checks that tasks really spread: their keys land on every master.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use mcp_tasks_tests::{
+    Client, Gateway, RedisCluster, SseStream, Worker, caps_none, caps_tasks, poll_until,
+};
+use serde_json::{Value, json};
+
+const WITHIN: Duration = Duration::from_secs(20);
+const SHARDS: &str = "8";
+
+/// The cluster, two gateways and two workers; stopped on drop.
+struct Stack {
+    cluster: RedisCluster,
+    gateways: Vec<Gateway>,
+    workers: Vec<Worker>,
+}
+
+impl Stack {
+    async fn start() -> Result<Stack> {
+        let cluster = RedisCluster::start(3)?;
+        let env = [("MCPT_QUEUE_SHARDS", SHARDS.to_owned())];
+        let workers = vec![
+            Worker::start(&cluster.url(), &env)?,
+            Worker::start(&cluster.url(), &env)?,
+        ];
+        let gateways = vec![
+            Gateway::start(&cluster.url(), &env)?,
+            Gateway::start(&cluster.url(), &env)?,
+        ];
+        let stack = Stack {
+            cluster,
+            gateways,
+            workers,
+        };
+        stack.client(0).wait_for_tool("sleep").await?;
+        stack.client(1).wait_for_tool("ask").await?;
+        Ok(stack)
+    }
+
+    fn client(&self, i: usize) -> Client {
+        self.gateways[i].client()
+    }
+
+    fn logs(&self) -> String {
+        let mut out = String::new();
+        for g in &self.gateways {
+            out += &format!("--- gateway ---\n{}\n", g.process.log_text());
+        }
+        for w in &self.workers {
+            out += &format!("--- worker ---\n{}\n", w.process.log_text());
+        }
+        out
+    }
+}
+
+/// Every `notifications/tasks` of `stream` until one for `id` says `status`; their params.
+async fn notes_until(stream: &mut SseStream, id: &str, status: &str) -> Result<Vec<Value>> {
+    let deadline = Instant::now() + WITHIN;
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Some(msg) = stream.next(left).await else {
+            bail!("no {status} notification for {id}; saw {seen:?}");
+        };
+        if msg["method"] != "notifications/tasks" {
+            continue;
+        }
+        let params = msg["params"].clone();
+        let done = params["taskId"] == id && params["status"] == status;
+        seen.push(params);
+        if done {
+            return Ok(seen);
+        }
+    }
+}
+
+/// Every task id `tasks/list` of a fresh 2025-11-25 session on `client` returns, page
+/// after page.
+async fn list_2025(client: &Client) -> Result<Vec<String>> {
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+    ];
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "cluster-2025", "version": "1"}}});
+    let r = client
+        .post_raw(&headers, serde_json::to_vec(&init)?)
+        .await?;
+    let sid = r
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .with_context(|| format!("no session: {}", r.body))?
+        .to_owned();
+    let mut session = headers.to_vec();
+    session.push(("mcp-session-id", &sid));
+    session.push(("mcp-protocol-version", "2025-11-25"));
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    client
+        .post_raw(&session, serde_json::to_vec(&note)?)
+        .await?;
+    let mut ids = Vec::new();
+    let mut cursor: Option<String> = None;
+    for page in 1..=100 {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let body = json!({"jsonrpc": "2.0", "id": page, "method": "tasks/list", "params": params});
+        let r = client
+            .post_raw(&session, serde_json::to_vec(&body)?)
+            .await?;
+        let tasks = r.body["result"]["tasks"]
+            .as_array()
+            .with_context(|| format!("tasks/list: {}", r.body))?;
+        ids.extend(
+            tasks
+                .iter()
+                .filter_map(|t| t["taskId"].as_str().map(str::to_owned)),
+        );
+        cursor = r.body["result"]["nextCursor"].as_str().map(str::to_owned);
+        if cursor.is_none() {
+            return Ok(ids);
+        }
+    }
+    bail!("tasks/list never ended")
+}
+
+/// Tasks in cluster mode: created, run, asked, answered, cancelled and notified as on one
+/// Redis, each task's keys in the slot of its shard, spread over all three masters.
+#[tokio::test]
+async fn whole_flow_runs_on_a_three_master_cluster() -> Result<()> {
+    let stack = Stack::start().await?;
+    let result = flow(&stack).await;
+    if result.is_err() {
+        eprintln!("{}", stack.logs());
+    }
+    result
+}
+
+async fn flow(stack: &Stack) -> Result<()> {
+    let (a, b) = (stack.client(0), stack.client(1));
+
+    // tools/list through either gateway.
+    let r = b.request("tools/list", json!({}), &caps_none()).await?;
+    let tools: Vec<&str> = r.body["result"]["tools"]
+        .as_array()
+        .context("tools/list")?
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    for tool in ["sleep", "ask", "echo"] {
+        assert!(tools.contains(&tool), "{tool} missing from {tools:?}");
+    }
+
+    // A sleep task, watched on a listen stream of the other gateway, ends completed with
+    // its status messages on the way.
+    let id = a
+        .start_task("sleep", json!({"ms": 600, "steps": 3}))
+        .await?;
+    assert!(id.starts_with("tsk"), "{id}");
+    let mut listen = b.listen("L1", &[&id]).await?;
+    let ack = listen.next(WITHIN).await.context("no acknowledgement")?;
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    let notes = notes_until(&mut listen, &id, "completed").await?;
+    let messages: Vec<&str> = notes
+        .iter()
+        .filter_map(|n| n["statusMessage"].as_str())
+        .collect();
+    assert!(
+        messages.iter().any(|m| m.starts_with("step ")),
+        "no status message among {notes:?}"
+    );
+    let done = b.wait_status(&id, "completed", WITHIN).await?;
+    assert_eq!(done["statusMessage"], "step 3/3", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "slept 600 ms",
+        "{done}"
+    );
+
+    // ask → input_required → tasks/update (other gateway) → completed.
+    let id = a.start_task("ask", json!({"question": "Colour?"})).await?;
+    let t = b.wait_status(&id, "input_required", WITHIN).await?;
+    assert!(t["inputRequests"]["answer-1"].is_object(), "{t}");
+    let r = b
+        .update(
+            &id,
+            json!({"answer-1": {"action": "accept", "content": {"answer": "blue"}}}),
+        )
+        .await?;
+    assert!(r.body.get("error").is_none(), "{}", r.body);
+    let t = a.wait_status(&id, "completed", WITHIN).await?;
+    assert_eq!(t["result"]["content"][0]["text"], "answer: blue", "{t}");
+
+    // Cancel of a long sleep, through the gateway that did not create it; its listener
+    // hears the cancellation.
+    let id = a.start_task("sleep", json!({"ms": 60_000})).await?;
+    a.wait_status(&id, "working", WITHIN).await?;
+    let mut listen = a.listen("L2", &[&id]).await?;
+    listen.next(WITHIN).await.context("no acknowledgement")?;
+    let r = b.cancel(&id).await?;
+    assert!(r.body.get("error").is_none(), "{}", r.body);
+    notes_until(&mut listen, &id, "cancelled").await?;
+    let t = a.wait_status(&id, "cancelled", WITHIN).await?;
+    assert!(t.get("result").is_none(), "{t}");
+
+    // An id of the standalone form names no shard: unknown, like any other.
+    let r = b.cancel("tsk_not-a-cluster-id").await?;
+    assert_eq!(r.error_code(), Some(-32602), "{}", r.body);
+
+    // A synchronous call (no extension): the gateway waits on the task's shard channel.
+    let r = b.call("sleep", json!({"ms": 100}), &caps_none()).await?;
+    assert_eq!(r.body["result"]["resultType"], "complete", "{}", r.body);
+    assert_eq!(
+        r.body["result"]["content"][0]["text"], "slept 100 ms",
+        "{}",
+        r.body
+    );
+    let r = a.call("echo", json!({"text": "hi"}), &caps_tasks()).await?;
+    assert_eq!(r.body["result"]["content"][0]["text"], "hi", "{}", r.body);
+
+    // A job reaching idle workers (blocked on every shard's stream) starts at once: the
+    // shard that got it ends the others' waits instead of waiting out their BLOCK (2 s).
+    for _ in 0..5 {
+        let started = Instant::now();
+        let id = a.start_task("sleep", json!({"ms": 0})).await?;
+        a.wait_status(&id, "completed", WITHIN).await?;
+        let took = started.elapsed();
+        assert!(took < Duration::from_millis(700), "{id} took {took:?}");
+    }
+
+    // Many tasks at once, half through each gateway, all complete; their keys spread over
+    // every master.
+    let mut ids = Vec::new();
+    for i in 0..48 {
+        let client = if i % 2 == 0 { &a } else { &b };
+        ids.push(client.start_task("sleep", json!({"ms": 0})).await?);
+    }
+    for id in &ids {
+        b.wait_status(id, "completed", WITHIN).await?;
+    }
+    let tags: std::collections::HashSet<&str> = ids
+        .iter()
+        .filter_map(|id| id.strip_prefix("tsk")?.split_once('_').map(|(t, _)| t))
+        .collect();
+    assert!(tags.len() > 3, "48 tasks on only {tags:?}");
+    let per_node = poll_until(WITHIN, || async {
+        let keys = stack.cluster.keys_per_node().ok()?;
+        keys.iter().all(|k| *k > 0).then_some(keys)
+    })
+    .await
+    .context("some master holds no key")?;
+    eprintln!("keys per master: {per_node:?}");
+
+    // A 2025-11-25 session lists them all: tasks/list scans every primary in turn.
+    let listed = list_2025(&b).await?;
+    for id in &ids {
+        assert!(
+            listed.contains(id),
+            "{id} not listed; listed {}",
+            listed.len()
+        );
+    }
+    for (i, node) in stack.cluster.node_urls().iter().enumerate() {
+        let tasks = stack
+            .cluster
+            .cli(i, &["--scan", "--pattern", "mcpt:task:*"])?;
+        assert!(
+            tasks.lines().count() > 0,
+            "no task hash on master {i} ({node}); keys per master {per_node:?}"
+        );
+    }
+    Ok(())
+}
+
+/// A malformed cluster node list, or shards without a cluster, stop each binary at start
+/// with exit code 64 and one line naming the variable (STYLE.md §6).
+#[tokio::test]
+async fn bad_cluster_settings_stop_the_binaries_with_one_line() -> Result<()> {
+    use crate::processes::assert_rejects_config;
+    let cluster = "redis+cluster://127.0.0.1:7000,127.0.0.1:7001";
+    for name in ["mcp-tasks-gateway", "mcp-tasks-worker"] {
+        for bad in [
+            "redis+cluster://127.0.0.1:7000,nohost",
+            "redis://127.0.0.1:7000,http://127.0.0.1:7001",
+        ] {
+            assert_rejects_config(name, cluster, "MCPT_REDIS_URL", bad).await?;
+        }
+        assert_rejects_config(name, "redis://127.0.0.1:7000", "MCPT_QUEUE_SHARDS", "8").await?;
+        assert_rejects_config(name, cluster, "MCPT_QUEUE_SHARDS", "0").await?;
+        assert_rejects_config(name, cluster, "MCPT_QUEUE_SHARDS", "2000").await?;
+    }
+    Ok(())
+}
+
+/// The gateway's shard subscriptions survive their connections being cut: after
+/// `CLIENT KILL TYPE pubsub` on every master, a listener still hears its task complete
+/// (the hub subscribes again and its watchers re-read, so a change made meanwhile is not
+/// lost either).
+#[tokio::test]
+async fn listeners_hear_changes_after_pubsub_connections_are_cut() -> Result<()> {
+    let stack = Stack::start().await?;
+    let result = async {
+        let (a, b) = (stack.client(0), stack.client(1));
+        let mut ids = Vec::new();
+        for _ in 0..6 {
+            let id = a.start_task("ask", json!({"question": "?"})).await?;
+            a.wait_status(&id, "input_required", WITHIN).await?;
+            ids.push(id);
+        }
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let mut listen = b.listen("L", &refs).await?;
+        listen.next(WITHIN).await.context("no acknowledgement")?;
+        for i in 0..3 {
+            let killed = stack
+                .cluster
+                .cli(i, &["CLIENT", "KILL", "TYPE", "pubsub"])?;
+            eprintln!("master {i}: killed {} pubsub connection(s)", killed.trim());
+        }
+        for id in &ids {
+            let r = a
+                .update(
+                    id,
+                    json!({"answer-1": {"action": "accept", "content": {"answer": "x"}}}),
+                )
+                .await?;
+            assert!(r.body.get("error").is_none(), "{}", r.body);
+        }
+        let mut waiting: std::collections::HashSet<&str> = refs.iter().copied().collect();
+        let deadline = Instant::now() + WITHIN;
+        while !waiting.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Some(msg) = listen.next(left).await else {
+                bail!("no completed notification for {waiting:?}");
+            };
+            let params = &msg["params"];
+            if msg["method"] == "notifications/tasks" && params["status"] == "completed" {
+                waiting.remove(params["taskId"].as_str().unwrap_or_default());
+            }
+        }
+        Ok(())
+    }
+    .await;
+    if result.is_err() {
+        eprintln!("{}", stack.logs());
+    }
+    result
+}
