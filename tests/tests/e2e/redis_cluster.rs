@@ -81,9 +81,9 @@ async fn notes_until(stream: &mut SseStream, id: &str, status: &str) -> Result<V
     }
 }
 
-/// Every task id `tasks/list` of a fresh 2025-11-25 session on `client` returns, page
-/// after page.
-async fn list_2025(client: &Client) -> Result<Vec<String>> {
+/// Start a 2025-11-25 session, create `count` tasks through it (task-augmented `sleep`),
+/// and page through its `tasks/list`: (created, listed).
+async fn list_2025(client: &Client, count: u64) -> Result<(Vec<String>, Vec<String>)> {
     let headers = [
         ("content-type", "application/json"),
         ("accept", "application/json, text/event-stream"),
@@ -107,6 +107,20 @@ async fn list_2025(client: &Client) -> Result<Vec<String>> {
     client
         .post_raw(&session, serde_json::to_vec(&note)?)
         .await?;
+    let mut created = Vec::new();
+    for i in 0..count {
+        let body = json!({"jsonrpc": "2.0", "id": 1000 + i, "method": "tools/call", "params": {
+            "name": "sleep", "arguments": {"ms": 0}, "task": {}}});
+        let r = client
+            .post_raw(&session, serde_json::to_vec(&body)?)
+            .await?;
+        created.push(
+            r.body["result"]["task"]["taskId"]
+                .as_str()
+                .with_context(|| format!("task-augmented call: {}", r.body))?
+                .to_owned(),
+        );
+    }
     let mut ids = Vec::new();
     let mut cursor: Option<String> = None;
     for page in 1..=100 {
@@ -128,7 +142,7 @@ async fn list_2025(client: &Client) -> Result<Vec<String>> {
         );
         cursor = r.body["result"]["nextCursor"].as_str().map(str::to_owned);
         if cursor.is_none() {
-            return Ok(ids);
+            return Ok((created, ids));
         }
     }
     bail!("tasks/list never ended")
@@ -263,9 +277,10 @@ async fn flow(stack: &Stack) -> Result<()> {
     .context("some master holds no key")?;
     eprintln!("keys per master: {per_node:?}");
 
-    // A 2025-11-25 session lists them all: tasks/list scans every primary in turn.
-    let listed = list_2025(&b).await?;
-    for id in &ids {
+    // A 2025-11-25 session lists the tasks it created, spread over the masters, over two
+    // pages.
+    let (created, listed) = list_2025(&b, 60).await?;
+    for id in &created {
         assert!(
             listed.contains(id),
             "{id} not listed; listed {}",
