@@ -18,7 +18,23 @@ fn redis_fail(url: &str) -> impl Fn(redis::RedisError) -> Fail + '_ {
     move |e| Fail::runtime(format!("redis at {url}: {e}"))
 }
 
+/// Why `queues`/`workers` cannot read `url`, when it names a Redis Cluster.
+fn cluster_refusal(url: &str) -> Option<Fail> {
+    matches!(
+        mcp_tasks_shared::config::RedisTarget::parse(url),
+        Some(mcp_tasks_shared::config::RedisTarget::Cluster(_))
+    )
+    .then(|| {
+        Fail::usage(
+            "queues and workers read a single Redis, not a Redis Cluster: read the workers' mcpt_queue_length, mcpt_queue_lag and mcpt_queue_pending gauges on their /metrics instead".to_owned(),
+        )
+    })
+}
+
 async fn connect(url: &str) -> Result<MultiplexedConnection, Fail> {
+    if let Some(refusal) = cluster_refusal(url) {
+        return Err(refusal);
+    }
     let client =
         redis::Client::open(url).map_err(|e| Fail::usage(format!("bad Redis URL {url:?}: {e}")))?;
     tokio::time::timeout(TIMEOUT, client.get_multiplexed_async_connection())
@@ -293,6 +309,24 @@ pub(crate) async fn workers(url: &str) -> Result<(), Fail> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cluster URL is refused with a line saying where to look instead; one URL is not.
+    #[test]
+    fn cluster_urls_are_refused_with_a_pointer() {
+        for url in [
+            "redis+cluster://10.0.0.1:7000,10.0.0.2:7000",
+            "redis://10.0.0.1:7000,redis://10.0.0.2:7000",
+        ] {
+            let Some(fail) = cluster_refusal(url) else {
+                panic!("{url} accepted");
+            };
+            assert!(
+                format!("{fail:?}").contains("mcpt_queue_length"),
+                "{fail:?}"
+            );
+        }
+        assert!(cluster_refusal("redis://127.0.0.1:6379").is_none());
+    }
 
     #[test]
     fn ages_read_well() {
