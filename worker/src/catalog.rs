@@ -57,6 +57,43 @@ pub(crate) fn web_connector(
         .wrap_connector(http))
 }
 
+/// Least time between two status messages a catalog tool writes (at most four a second).
+pub(crate) const STATUS_EVERY: Duration = Duration::from_millis(250);
+/// Longest status message a catalog tool writes, in characters.
+pub(crate) const STATUS_CHARS: usize = 200;
+
+/// Copy the latest offered text to the task's status message, at most every
+/// [`STATUS_EVERY`]; texts in between are skipped, the latest always lands.
+pub(crate) async fn report(
+    ctx: crate::TaskContext,
+    mut latest: tokio::sync::watch::Receiver<String>,
+) {
+    while latest.changed().await.is_ok() {
+        let text = latest.borrow_and_update().clone();
+        if ctx.set_status(&text).await.is_err() {
+            return;
+        }
+        tokio::time::sleep(STATUS_EVERY).await;
+    }
+}
+
+/// Sleep for `limit`, or forever without one.
+pub(crate) async fn sleep_or_never(limit: Option<Duration>) {
+    match limit {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Aborts its task when dropped (a call's helper tasks end with the call).
+pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// The variable naming the catalog file; unset or empty means no catalog.
 pub const ENV_TOOLS_FILE: &str = "MCPT_TOOLS_FILE";
 

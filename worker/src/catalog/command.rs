@@ -17,14 +17,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Child;
 use tokio::sync::watch;
 
+use crate::catalog::{AbortOnDrop, STATUS_CHARS, report, sleep_or_never};
 use crate::{CallToolResult, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
 
 /// Time between SIGTERM to the group and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(5);
-/// Least time between two status messages (at most four a second).
-const STATUS_EVERY: Duration = Duration::from_millis(250);
-/// Longest status message, in characters.
-const STATUS_CHARS: usize = 200;
 /// Longest line considered for a status message, in bytes (the rest is ignored).
 const LINE_BYTES: usize = 4096;
 
@@ -282,33 +279,6 @@ async fn capture(
     }
     offer(&line);
     got
-}
-
-/// Copy the latest offered line to the task's status message, at most every
-/// [`STATUS_EVERY`]; lines in between are skipped, the latest always lands.
-async fn report(ctx: TaskContext, mut latest: watch::Receiver<String>) {
-    while latest.changed().await.is_ok() {
-        let line = latest.borrow_and_update().clone();
-        if ctx.set_status(&line).await.is_err() {
-            return;
-        }
-        tokio::time::sleep(STATUS_EVERY).await;
-    }
-}
-
-async fn sleep_or_never(limit: Option<Duration>) {
-    match limit {
-        Some(d) => tokio::time::sleep(d).await,
-        None => std::future::pending().await,
-    }
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// The child's process group. Unless [`Group::stop`] finished, dropping it (the runner

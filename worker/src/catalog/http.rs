@@ -55,7 +55,9 @@ use serde_json::Value;
 
 use self::client::{Reply, Service};
 use self::url::{check_url, resolve};
-use super::{COMMON_FIELDS, DEFAULT_MAX_OUTPUT, FieldError, HTTP_FIELDS, bad, common, duration};
+use super::{
+    COMMON_FIELDS, DEFAULT_MAX_OUTPUT, FieldError, HTTP_FIELDS, STATUS_CHARS, bad, common, duration,
+};
 use crate::{CallToolResult, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
 
 /// Longest wait for the answer to the `DELETE` that cancels a job.
@@ -66,8 +68,6 @@ const POLL_RETRIES: u32 = 5;
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// Redirects followed in a row.
 const MAX_REDIRECTS: u32 = 5;
-/// Longest status message, in characters.
-const STATUS_CHARS: usize = 200;
 /// Headers the worker writes itself (or that would break the framing).
 const RESERVED_HEADERS: [&str; 7] = [
     "host",

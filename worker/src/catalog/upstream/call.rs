@@ -32,12 +32,9 @@ use tokio::sync::watch;
 
 use super::our_result;
 use super::session::{Incoming, Lease, Pending, Pool, RpcError};
+use crate::catalog::{AbortOnDrop, STATUS_CHARS, report, sleep_or_never};
 use crate::{CallToolResult, TaskContext, ToolError};
 
-/// Least time between two status messages (at most four a second), as command tools.
-const STATUS_EVERY: Duration = Duration::from_millis(250);
-/// Longest status message, in characters.
-const STATUS_CHARS: usize = 200;
 /// Bounds on how often an upstream task is polled with `tasks/get`.
 const POLL_MIN: Duration = Duration::from_millis(250);
 const POLL_MAX: Duration = Duration::from_secs(5);
@@ -348,32 +345,6 @@ fn progress_text(params: &Value) -> Option<String> {
         Some(m) if !m.trim().is_empty() => format!("{} ({done})", m.trim()),
         _ => format!("progress {done}"),
     })
-}
-
-/// Copy the latest offered message to the task, at most every [`STATUS_EVERY`].
-async fn report(ctx: TaskContext, mut latest: watch::Receiver<String>) {
-    while latest.changed().await.is_ok() {
-        let message = latest.borrow_and_update().clone();
-        if ctx.set_status(&message).await.is_err() {
-            return;
-        }
-        tokio::time::sleep(STATUS_EVERY).await;
-    }
-}
-
-async fn sleep_or_never(limit: Option<Duration>) {
-    match limit {
-        Some(d) => tokio::time::sleep(d).await,
-        None => std::future::pending().await,
-    }
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 #[cfg(test)]
