@@ -16,13 +16,8 @@
 -- Without limits: XADD, HSET, PEXPIREAT (no TIME: the entry id is the clock).
 local rate, active = tonumber(ARGV[9]), tonumber(ARGV[10])
 -- Refused attempts do not count against the rate; created tasks do (below).
-if rate > 0 and tonumber(redis.call('GET', KEYS[3]) or '0') >= rate then
-  return {'limit', 'rate'}
-end
-if active > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms())
-  if redis.call('ZCARD', KEYS[4]) >= active then return {'limit', 'active'} end
-end
+local refused = limit_refused(KEYS[3], KEYS[4], rate, active)
+if refused then return {'limit', refused} end
 -- The entry id is Redis' clock in ms (never behind the stream's last entry): it is the
 -- creation time, without a TIME call.
 local entry = redis.call('XADD', KEYS[2], '*', 'task', ARGV[1], 'owner', ARGV[4], 'job', ARGV[7])
@@ -36,20 +31,5 @@ redis.call('HSET', KEYS[1], 'status', 'working', 'created', now, 'updated', now,
 if ARGV[2] ~= '' then
   redis.call('PEXPIREAT', KEYS[1], now_n + tonumber(ARGV[2]) + tonumber(ARGV[8]))
 end
-if rate > 0 and redis.call('INCR', KEYS[3]) == 1 then
-  redis.call('PEXPIRE', KEYS[3], 61000)
-end
-if active > 0 then
-  if ARGV[2] == '' then
-    redis.call('ZADD', KEYS[4], '+inf', ARGV[1])
-    redis.call('PERSIST', KEYS[4])
-  else
-    local until_ms = now_n + tonumber(ARGV[2])
-    redis.call('ZADD', KEYS[4], until_ms, ARGV[1])
-    local left = redis.call('PTTL', KEYS[4])
-    if left >= 0 and left < tonumber(ARGV[2]) then
-      redis.call('PEXPIRE', KEYS[4], tonumber(ARGV[2]))
-    end
-  end
-end
+limit_count(KEYS[3], KEYS[4], rate, active, ARGV[1], ARGV[2], now_n)
 return {now}
