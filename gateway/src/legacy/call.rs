@@ -15,6 +15,7 @@ use bytes::Bytes;
 use mcp_tasks_shared::protocol::jsonrpc::{
     self, ErrorObject, INTERNAL_ERROR, Id, METHOD_NOT_FOUND,
 };
+use mcp_tasks_shared::protocol::legacy::{RELATED_TASK_KEY, related_task_meta};
 use mcp_tasks_shared::protocol::meta::{Capability, missing_capabilities};
 use mcp_tasks_shared::protocol::tasks::TaskStatus;
 use mcp_tasks_shared::protocol::time::now_millis;
@@ -33,9 +34,6 @@ use crate::http::{Reply, sse_event};
 
 /// An SSE comment at least this often on a quiet stream, so proxies do not cut it.
 const KEEPALIVE: Duration = Duration::from_secs(15);
-
-/// `_meta` key tying a message to a task (2025-11-25).
-pub(super) const RELATED_TASK_KEY: &str = "io.modelcontextprotocol/related-task";
 
 /// Longest request id (as JSON) mapped to its call's task for `notifications/cancelled`.
 const MAX_REMEMBERED_ID: usize = 200;
@@ -217,6 +215,16 @@ pub(super) async fn task_of_request(
     }
 }
 
+/// Add the related-task `_meta` entry to a message's params or result, keeping its `_meta`.
+fn tag_related(obj: &mut Map<String, Value>, task_id: &str) {
+    let meta = obj
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(m) = meta {
+        m.insert(RELATED_TASK_KEY.into(), json!({ "taskId": task_id }));
+    }
+}
+
 /// What to follow and how to answer.
 pub(super) struct Follow {
     pub(super) task_id: String,
@@ -279,10 +287,6 @@ impl Follower {
         self.tx.send(frame).await.map_err(|_| Stop::Left)
     }
 
-    fn related_meta(&self) -> Value {
-        json!({ RELATED_TASK_KEY: { "taskId": self.f.task_id } })
-    }
-
     async fn finish_with_error(&mut self, error: ErrorObject) -> Stop {
         let bytes = jsonrpc::error_bytes(Some(&self.f.request_id), &error);
         match self.send(&bytes).await {
@@ -337,7 +341,7 @@ impl Follower {
                     "message": task.status_message,
                 });
                 if self.f.related {
-                    params["_meta"] = self.related_meta();
+                    params["_meta"] = related_task_meta(&self.f.task_id);
                 }
                 let n =
                     json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params});
@@ -357,15 +361,7 @@ impl Follower {
                             .entry("params")
                             .or_insert_with(|| Value::Object(Map::new()));
                         if let Value::Object(p) = params {
-                            let meta = p
-                                .entry("_meta")
-                                .or_insert_with(|| Value::Object(Map::new()));
-                            if let Value::Object(m) = meta {
-                                m.insert(
-                                    RELATED_TASK_KEY.into(),
-                                    json!({ "taskId": self.f.task_id }),
-                                );
-                            }
+                            tag_related(p, &self.f.task_id);
                         }
                     }
                     request.insert("jsonrpc".into(), json!("2.0"));
@@ -388,12 +384,7 @@ impl Follower {
                     .and_then(|r| serde_json::from_str(r.get()).ok())
                     .unwrap_or_default();
                 if self.f.related {
-                    let meta = result
-                        .entry("_meta")
-                        .or_insert_with(|| Value::Object(Map::new()));
-                    if let Value::Object(m) = meta {
-                        m.insert(RELATED_TASK_KEY.into(), json!({ "taskId": self.f.task_id }));
-                    }
+                    tag_related(&mut result, &self.f.task_id);
                 }
                 jsonrpc::result_bytes(&self.f.request_id, &result)
             }

@@ -31,6 +31,7 @@ use hyper::{Response, StatusCode};
 use mcp_tasks_shared::protocol::jsonrpc::{
     self, ErrorObject, INVALID_PARAMS, INVALID_REQUEST, Id, METHOD_NOT_FOUND,
 };
+use mcp_tasks_shared::protocol::legacy;
 use mcp_tasks_shared::protocol::meta::{CLIENT_CAPABILITIES_KEY, server_meta};
 use mcp_tasks_shared::protocol::tasks::ResponseKind;
 use mcp_tasks_shared::protocol::{SERVER_NAME, SERVER_VERSION};
@@ -47,12 +48,12 @@ use crate::http::{Reply, ResBody};
 pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 
 /// The newest 2025 revision, offered to a client asking for one this server does not know.
-pub(crate) const LATEST: &str = "2025-11-25";
+pub(crate) const LATEST: &str = legacy::VERSION_2025_11_25;
 
 /// The 2025 revisions served, newest first.
 /// (2025-03-26 is not offered: it requires JSON-RPC batches, which this server does not take;
 /// a client asking for it is offered 2025-11-25.)
-pub(crate) const VERSIONS: &[&str] = &["2025-11-25", "2025-06-18"];
+pub(crate) const VERSIONS: &[&str] = legacy::VERSIONS;
 
 /// Largest client capabilities object a session keeps, as JSON.
 const MAX_CAPS_BYTES: usize = 4096;
@@ -81,7 +82,7 @@ pub(crate) struct Session {
 impl Session {
     /// Whether the session speaks the revision with the tasks API.
     pub(crate) fn has_tasks(&self) -> bool {
-        self.version == "2025-11-25"
+        self.version == legacy::VERSION_2025_11_25
     }
 
     /// Whose tasks `tasks/list` shows: the principal's, or this session's when anonymous.

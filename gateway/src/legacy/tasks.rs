@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mcp_tasks_shared::protocol::jsonrpc::result_bytes;
+use mcp_tasks_shared::protocol::legacy;
 use mcp_tasks_shared::protocol::tasks::{DetailedTask, TaskStatus};
 use mcp_tasks_shared::protocol::time::{now_millis, rfc3339_millis};
 use mcp_tasks_shared::store::{TaskRecord, is_plausible_task_id};
@@ -25,22 +26,9 @@ const PAGE: usize = 50;
 /// How long `tasks/cancel` waits for a running task's worker to confirm.
 const CANCEL_CONFIRM: Duration = Duration::from_secs(2);
 
-/// The 2025-11-25 `Task` of a task's current state.
+/// The 2025-11-25 `Task` of a task's current state, as JSON.
 pub(super) fn task_json(task: &DetailedTask) -> Value {
-    let mut t = json!({
-        "taskId": task.task_id,
-        "status": task.status.as_str(),
-        "createdAt": task.created_at,
-        "lastUpdatedAt": task.last_updated_at,
-        "ttl": task.ttl_ms,
-    });
-    if let Some(m) = &task.status_message {
-        t["statusMessage"] = json!(m);
-    }
-    if let Some(p) = task.poll_interval_ms {
-        t["pollInterval"] = json!(p);
-    }
-    t
+    serde_json::to_value(legacy::Task::from(task)).unwrap_or(Value::Null)
 }
 
 /// The caller's task named by `params.taskId`, or -32602 for an unknown, expired or foreign one.

@@ -6,6 +6,7 @@
 //! persists, and both speak through these types.
 
 pub mod jsonrpc;
+pub mod legacy;
 pub mod meta;
 pub mod notifications;
 pub mod results;

@@ -19,12 +19,18 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use mcp_tasks_shared::protocol::legacy;
+
 use super::{Target, stdio, streamable};
 
 /// The version asked for in `initialize`; the server may answer with an older one.
-pub(super) const ASKED_VERSION: &str = "2025-11-25";
+pub(super) const ASKED_VERSION: &str = legacy::VERSION_2025_11_25;
 /// The versions this client speaks (all with `initialize`).
-const SPOKEN_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+const SPOKEN_VERSIONS: [&str; 3] = [
+    legacy::VERSION_2025_11_25,
+    legacy::VERSION_2025_06_18,
+    "2025-03-26",
+];
 /// Sessions kept idle per upstream; more run while calls need them, then close.
 const MAX_IDLE: usize = 4;
 
