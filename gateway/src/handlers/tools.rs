@@ -64,19 +64,18 @@ enum Mode {
 pub(crate) struct Prepared {
     /// The tool's name.
     pub(crate) name: String,
-    /// The arguments (an object).
-    pub(crate) args: Value,
     /// The tool's advertisement.
     pub(crate) tool: ToolAdvert,
 }
 
-/// Read a `tools/call`'s name and arguments: `Err` for a request error, `Ok(Err(result))`
+/// Read a `tools/call`'s name and arguments (returned beside the [`Prepared`] call, so
+/// [`start`] can move them into the job): `Err` for a request error, `Ok(Err(result))`
 /// for arguments that break the tool's schema (a tool error the model can correct; no task,
 /// B-29).
 pub(crate) async fn prepare(
     state: &Arc<State>,
     req: &Request,
-) -> Result<Result<Prepared, CallToolResult>, DispatchError> {
+) -> Result<Result<(Prepared, Value), CallToolResult>, DispatchError> {
     let name = req
         .params
         .get("name")
@@ -111,11 +110,13 @@ pub(crate) async fn prepare(
         ))
         .with_server_info()));
     }
-    Ok(Ok(Prepared {
-        name: name.to_owned(),
+    Ok(Ok((
+        Prepared {
+            name: name.to_owned(),
+            tool,
+        },
         args,
-        tool,
-    }))
+    )))
 }
 
 /// A task created for a call.
@@ -138,6 +139,7 @@ pub(crate) async fn start(
     state: &Arc<State>,
     req: &Request,
     call: &Prepared,
+    args: Value,
     pre: Map<String, Value>,
     ttl_cap: Option<Duration>,
     watch: bool,
@@ -145,7 +147,7 @@ pub(crate) async fn start(
     let tool = &call.tool;
     let job = Job {
         tool: call.name.clone(),
-        args: call.args.clone(),
+        args,
         caps: req.capabilities().clone(),
         pre,
         owner: owner(req).to_owned(),
@@ -211,8 +213,8 @@ pub(crate) async fn start(
 }
 
 pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, DispatchError> {
-    let call = match prepare(state, &req).await? {
-        Ok(call) => call,
+    let (call, args) = match prepare(state, &req).await? {
+        Ok(prepared) => prepared,
         Err(invalid) => return Ok(Reply::Json(result_bytes(&req.id, &invalid))),
     };
     let tool = &call.tool;
@@ -245,7 +247,7 @@ pub(crate) async fn call(state: &Arc<State>, req: Request) -> Result<Reply, Disp
         ttl_ms,
         mut watch,
         mut guard,
-    } = start(state, &req, &call, pre, ttl_cap, mode != Mode::Task).await?;
+    } = start(state, &req, &call, args, pre, ttl_cap, mode != Mode::Task).await?;
     tracing::debug!(task.id = %id, mode = ?mode, "call mode");
     let owner = owner(&req);
     let handle = || {

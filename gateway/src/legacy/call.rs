@@ -50,8 +50,8 @@ pub(super) async fn call(
     req: Request,
     accepts_sse: bool,
 ) -> Result<Reply, DispatchError> {
-    let call = match tools::prepare(state, &req).await? {
-        Ok(call) => call,
+    let (call, args) = match tools::prepare(state, &req).await? {
+        Ok(prepared) => prepared,
         Err(invalid) => return Ok(Reply::Json(jsonrpc::result_bytes(&req.id, &invalid))),
     };
     let tool = &call.tool;
@@ -112,7 +112,7 @@ pub(super) async fn call(
             ttl_ms,
             mut guard,
             ..
-        } = tools::start(state, &req, &call, Map::new(), ttl, false).await?;
+        } = tools::start(state, &req, &call, args, Map::new(), ttl, false).await?;
         guard.disarm();
         // Its status changes then reach the session's GET stream, on any gateway, and
         // tasks/list shows it.
@@ -153,7 +153,7 @@ pub(super) async fn call(
         guard,
         ttl_ms,
         ..
-    } = tools::start(state, &req, &call, Map::new(), ttl_cap, true).await?;
+    } = tools::start(state, &req, &call, args, Map::new(), ttl_cap, true).await?;
     let Some(watch) = watch else {
         return Err(DispatchError::Internal(
             "no watch for a waiting call".into(),
