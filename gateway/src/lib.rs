@@ -10,6 +10,7 @@
 //! (through `mcp_tasks_shared::store`), so any replica answers any request.
 
 mod auth;
+mod conn;
 mod dispatch;
 mod envelope;
 mod error;
@@ -30,9 +31,6 @@ use mcp_tasks_shared::store::events::EventHub;
 use mcp_tasks_shared::store::{Store, StoreError};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-
-/// How long a client may take to send a request's headers.
-const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Check the authentication settings the way [`run`] will use them (read the token file,
 /// load the key set), so a binary can refuse a bad configuration before it says it listens.
@@ -106,13 +104,15 @@ pub async fn run(
         streams_end: CancellationToken::new(),
         config,
     });
+    let connections = Arc::new(conn::Connections::new(
+        state.config.max_connections,
+        state.config.header_timeout,
+        state.config.idle_timeout,
+    ));
+    // No hyper header timeout: it would also close idle keep-alive connections at the
+    // header timeout; `conn` times request heads and idleness apart.
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    // A client that never finishes its headers must not hold a connection (and a file
-    // descriptor) for ever: this is before authentication.
-    builder
-        .http1()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
+    builder.http1().header_read_timeout(None);
     let graceful = GracefulShutdown::new();
     tracing::info!(addr = %local, "gateway started");
     // After SIGTERM: report not-ready but keep accepting for MCPT_DRAIN_DELAY, so load
@@ -142,16 +142,35 @@ pub async fn run(
                 }
             },
         };
+        let Some(slot) = connections.admit() else {
+            tracing::debug!(peer = %peer, "MCPT_MAX_CONNECTIONS reached; connection refused");
+            drop(stream);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let state = state.clone();
-        let service = hyper::service::service_fn(move |req| http::serve(state.clone(), req));
+        let requests = slot.clone();
+        let service = hyper::service::service_fn(move |req| {
+            let busy = requests.begin();
+            let served = http::serve(state.clone(), req);
+            async move {
+                let res = served.await?;
+                Ok::<_, std::convert::Infallible>(res.map(|body| conn::Tracked::new(body, busy)))
+            }
+        });
         let conn = builder
-            .serve_connection(TokioIo::new(stream), service)
+            .serve_connection(
+                TokioIo::new(conn::Watched::new(stream, slot.clone())),
+                service,
+            )
             .into_owned();
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(peer = %peer, error = %e, "connection ended with an error");
+            tokio::select! {
+                ended = conn => if let Err(e) = ended {
+                    tracing::debug!(peer = %peer, error = %e, "connection ended with an error");
+                },
+                why = slot.closing() => conn::Conn::record_close(why),
             }
         });
     }

@@ -129,6 +129,19 @@ pub const DEFAULT_MAX_RESULT_BYTES: usize = 1 << 20;
 pub const ENV_MAX_INPUT_REQUESTS: &str = "MCPT_MAX_INPUT_REQUESTS";
 /// Default bound on input requests per task.
 pub const DEFAULT_MAX_INPUT_REQUESTS: u32 = 100;
+/// How long a new connection may take to send its first request head (HTTP/1 request line
+/// and headers, or an HTTP/2 stream's HEADERS), and an HTTP/1 request its headers.
+pub const ENV_HEADER_TIMEOUT: &str = "MCPT_HEADER_TIMEOUT";
+/// Default header timeout.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection with no request in flight (HTTP/1 keep-alive, HTTP/2 without
+/// streams) stays open. Keep it above the idle timeout of a load balancer in front.
+pub const ENV_IDLE_TIMEOUT: &str = "MCPT_IDLE_TIMEOUT";
+/// Default idle timeout: above the 60 s most load balancers use.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// Open connections one gateway keeps at once; past it the oldest connection that has not
+/// yet sent a request is closed to make room, or else the new one is refused.
+pub const ENV_MAX_CONNECTIONS: &str = "MCPT_MAX_CONNECTIONS";
 /// Log format: `text` or `json`.
 pub const ENV_LOG_FORMAT: &str = "MCPT_LOG_FORMAT";
 
@@ -181,6 +194,30 @@ fn parsed<T>(
             expected,
         }),
     }
+}
+
+/// The process' soft limit on open files, from `/proc/self/limits` (Linux); `None` where it
+/// cannot be read or is unlimited.
+pub fn open_files_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The default `MCPT_MAX_CONNECTIONS` for a soft open-files limit: the limit less headroom
+/// for Redis connections, the listener, logs and a tool's files (an eighth, at least 64),
+/// so the process never reaches the limit and fails `accept`; 4096 where the limit is
+/// unknown.
+pub fn default_max_connections(open_files: Option<u64>) -> usize {
+    let Some(limit) = open_files else {
+        return 4096;
+    };
+    let headroom = (limit / 8).max(64);
+    usize::try_from(limit.saturating_sub(headroom).max(16)).unwrap_or(usize::MAX)
 }
 
 /// Parse `250ms`, `30s`, `5m`, `1h`, `2d`.
@@ -377,6 +414,12 @@ pub struct GatewayConfig {
     pub shutdown_grace: Duration,
     /// `MCPT_DRAIN_DELAY`, default 2s: serving while not-ready after SIGTERM.
     pub drain_delay: Duration,
+    /// `MCPT_HEADER_TIMEOUT`, default 10s.
+    pub header_timeout: Duration,
+    /// `MCPT_IDLE_TIMEOUT`, default 90s.
+    pub idle_timeout: Duration,
+    /// `MCPT_MAX_CONNECTIONS`, default [`default_max_connections`].
+    pub max_connections: usize,
     /// TTL bounds.
     pub tasks: TaskDefaults,
     /// Who may call.
@@ -639,6 +682,27 @@ impl GatewayConfig {
                 DURATION,
                 parse_duration,
             )?,
+            header_timeout: parsed(
+                src,
+                ENV_HEADER_TIMEOUT,
+                DEFAULT_HEADER_TIMEOUT,
+                "a duration from 100ms, like 10s",
+                |s| parse_duration(s).filter(|d| *d >= Duration::from_millis(100)),
+            )?,
+            idle_timeout: parsed(
+                src,
+                ENV_IDLE_TIMEOUT,
+                DEFAULT_IDLE_TIMEOUT,
+                "a duration from 100ms, like 90s",
+                |s| parse_duration(s).filter(|d| *d >= Duration::from_millis(100)),
+            )?,
+            max_connections: parsed(
+                src,
+                ENV_MAX_CONNECTIONS,
+                default_max_connections(open_files_limit()),
+                "a whole number ≥ 1",
+                |s| s.parse().ok().filter(|n| *n >= 1),
+            )?,
             tasks: TaskDefaults::from_source(src)?,
             limits: Limits::from_source(src, AuthConfig::from_source(src)?.mode == AuthMode::None)?,
             auth: AuthConfig::from_source(src)?,
@@ -897,6 +961,19 @@ mod tests {
             TaskDefaults::from_source(&src).unwrap_err().var,
             ENV_DEFAULT_TTL
         );
+    }
+
+    #[test]
+    fn connection_cap_leaves_headroom_below_the_open_files_limit() {
+        assert_eq!(default_max_connections(Some(512)), 448);
+        assert_eq!(default_max_connections(Some(1024)), 896);
+        assert_eq!(
+            default_max_connections(Some(1 << 20)),
+            (1 << 20) - (1 << 17)
+        );
+        assert_eq!(default_max_connections(Some(20)), 16);
+        assert_eq!(default_max_connections(None), 4096);
+        assert!(open_files_limit().is_some_and(|n| n > 0));
     }
 
     #[test]

@@ -18,6 +18,9 @@
 //! | `mcpt.requests` | counter | `rpc.method`, `outcome` (`ok`, `stream`, `error`; `unauthorized`, `unavailable` for refused credentials) | gateway |
 //! | `mcpt.request.duration` (s) | histogram | `rpc.method`, `outcome` | gateway |
 //! | `mcpt.listeners.open` | up-down | | gateway |
+//! | `mcpt.connections.open` | up-down | | gateway |
+//! | `mcpt.connections.refused` | counter | | gateway, at `MCPT_MAX_CONNECTIONS` with no silent connection to close |
+//! | `mcpt.connections.closed` | counter | `reason` (`header_timeout`, `idle`, `evicted`) | gateway, connections it closed itself |
 //! | `mcpt.queue.length`, `mcpt.queue.lag`, `mcpt.queue.pending` | gauge | `queue.name` | worker |
 //! | `mcpt.deliveries.reclaimed` | counter | `queue.name` | worker |
 //! | `mcpt.redis.errors` | counter | `error.kind` | both |
@@ -51,6 +54,9 @@ pub struct Metrics {
     pub requests: Counter<u64>,
     pub request_duration: Histogram<f64>,
     pub listeners_open: UpDownCounter<i64>,
+    pub connections_open: UpDownCounter<i64>,
+    pub connections_refused: Counter<u64>,
+    pub connections_closed: Counter<u64>,
     pub deliveries_reclaimed: Counter<u64>,
     pub redis_errors: Counter<u64>,
     queue_gauges: Vec<ObservableGauge<u64>>,
@@ -154,6 +160,18 @@ pub fn get() -> &'static Metrics {
             listeners_open: meter
                 .i64_up_down_counter("mcpt.listeners.open")
                 .with_description("Open subscriptions/listen notification streams")
+                .build(),
+            connections_open: meter
+                .i64_up_down_counter("mcpt.connections.open")
+                .with_description("Open client connections")
+                .build(),
+            connections_refused: meter
+                .u64_counter("mcpt.connections.refused")
+                .with_description("Connections closed at accept: MCPT_MAX_CONNECTIONS reached")
+                .build(),
+            connections_closed: meter
+                .u64_counter("mcpt.connections.closed")
+                .with_description("Connections the gateway closed, by reason")
                 .build(),
             deliveries_reclaimed: meter
                 .u64_counter("mcpt.deliveries.reclaimed")

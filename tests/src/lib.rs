@@ -389,8 +389,29 @@ pub struct Process {
 impl Process {
     /// Spawn `name` with `env` (added to a cleaned environment plus PATH/HOME).
     pub fn spawn(name: &str, env: &[(&str, String)]) -> Result<(Process, Option<String>)> {
+        Process::spawn_command(name, Command::new(binary(name)), env)
+    }
+
+    /// Spawn `name` as [`Process::spawn`] does, with its soft and hard limit on open files
+    /// set to `open_files` (through `sh`'s `ulimit`, which then `exec`s the binary).
+    pub fn spawn_with_open_files(
+        name: &str,
+        env: &[(&str, String)],
+        open_files: u64,
+    ) -> Result<Process> {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!("ulimit -n {open_files} && exec \"$0\""))
+            .arg(binary(name));
+        Ok(Process::spawn_command(name, cmd, env)?.0)
+    }
+
+    fn spawn_command(
+        name: &str,
+        mut cmd: Command,
+        env: &[(&str, String)],
+    ) -> Result<(Process, Option<String>)> {
         let log = temp_dir("mcpt-log")?.join(format!("{name}.log"));
-        let mut cmd = Command::new(binary(name));
         cmd.env_clear();
         for keep in ["PATH", "HOME", "RUST_LOG", "RUST_BACKTRACE"] {
             if let Ok(v) = std::env::var(keep) {
@@ -538,14 +559,40 @@ pub struct Gateway {
 impl Gateway {
     /// Start one on a free port against `redis_url`, with extra `env`.
     pub fn start(redis_url: &str, env: &[(&str, String)]) -> Result<Gateway> {
+        let all = Gateway::env(redis_url, env);
+        let (process, _) = Process::spawn("mcp-tasks-gateway", &all)?;
+        Gateway::listening(process)
+    }
+
+    /// [`Gateway::start`] with the process limited to `open_files` file descriptors.
+    pub fn start_with_open_files(
+        redis_url: &str,
+        env: &[(&str, String)],
+        open_files: u64,
+    ) -> Result<Gateway> {
+        let all = Gateway::env(redis_url, env);
+        let process = Process::spawn_with_open_files("mcp-tasks-gateway", &all, open_files)?;
+        Gateway::listening(process)
+    }
+
+    fn env<'a>(redis_url: &str, env: &[(&'a str, String)]) -> Vec<(&'a str, String)> {
         let mut all = vec![
             ("MCPT_REDIS_URL", redis_url.to_owned()),
             ("MCPT_LISTEN_ADDR", "127.0.0.1:0".to_owned()),
         ];
         all.extend(env.iter().cloned());
-        let (mut process, _) = Process::spawn("mcp-tasks-gateway", &all)?;
+        all
+    }
+
+    fn listening(mut process: Process) -> Result<Gateway> {
         let addr = process.wait_line("listening on http://")?.parse()?;
         Ok(Gateway { process, addr })
+    }
+
+    /// How many file descriptors the gateway process has open (Linux `/proc`).
+    pub fn open_fds(&mut self) -> Result<usize> {
+        let pid = self.process.child().id();
+        Ok(std::fs::read_dir(format!("/proc/{pid}/fd"))?.count())
     }
 
     /// The MCP endpoint URL.

@@ -7,6 +7,7 @@ mod chaos;
 mod cli;
 mod cluster_of_two;
 mod command_tools;
+mod connections;
 mod http_tools;
 mod interop;
 mod legacy;
