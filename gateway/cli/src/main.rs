@@ -3,10 +3,12 @@
 //! `mcp-tasks up` runs everything on one machine: a private `redis-server` on a free port
 //! (unless `MCPT_REDIS_URL` is set), a gateway and a worker pool, and prints the MCP URL.
 //! `call`, `get`, `cancel`, `watch` talk MCP to a gateway; `queues` and `workers` read Redis
-//! (see `mcp_tasks/`). `mcp-tasks help` lists them all.
+//! (see `commands/`). `mcp-tasks help` lists them all.
+//!
+//! The one crate that depends on both the gateway and the worker: `up` runs them in one
+//! process.
 
-#[path = "mcp_tasks/mod.rs"]
-mod mcp_tasks;
+mod commands;
 
 use std::process::{ExitCode, Stdio};
 use std::time::Duration;
@@ -22,11 +24,11 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("up") if args.len() == 1 => up(),
         Some("-h" | "--help" | "help") if args.len() == 1 => {
-            println!("{}", mcp_tasks::HELP);
+            println!("{}", commands::HELP);
             ExitCode::SUCCESS
         }
-        Some(command) if mcp_tasks::COMMANDS.contains(&command) => {
-            mcp_tasks::run(command, &args[1..])
+        Some(command) if commands::COMMANDS.contains(&command) => {
+            commands::run(command, &args[1..])
         }
         _ => {
             eprintln!("mcp-tasks: {USAGE}");
