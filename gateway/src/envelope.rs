@@ -2,9 +2,9 @@
 //! required `_meta` fields (B-06), the version header (B-18, B-19) and the method and name
 //! headers (B-20, B-21, T-40, T-41), in the order base-protocol.md §7.5 suggests.
 
-use mcp_tasks_shared::protocol::PROTOCOL_VERSION;
-use mcp_tasks_shared::protocol::jsonrpc::Id;
-use mcp_tasks_shared::protocol::meta::{CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY};
+use mcp_tasks_protocol::PROTOCOL_VERSION;
+use mcp_tasks_protocol::jsonrpc::Id;
+use mcp_tasks_protocol::meta::{CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY};
 use serde_json::{Map, Value};
 
 use crate::error::DispatchError;

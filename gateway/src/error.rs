@@ -2,11 +2,11 @@
 //! (STYLE.md §5; status mapping from base-protocol.md §7.5).
 
 use hyper::StatusCode;
-use mcp_tasks_shared::protocol::jsonrpc::{
+use mcp_tasks_protocol::jsonrpc::{
     ErrorObject, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, LIMIT_EXCEEDED,
     METHOD_NOT_FOUND, PARSE_ERROR,
 };
-use mcp_tasks_shared::store::StoreError;
+use mcp_tasks_store::StoreError;
 use serde_json::Value;
 
 /// Why a request was not answered with a result.

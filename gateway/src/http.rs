@@ -10,9 +10,9 @@ use http_body_util::{BodyExt as _, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use mcp_tasks_shared::protocol::PROTOCOL_VERSION;
-use mcp_tasks_shared::protocol::jsonrpc::{self, ErrorObject, INVALID_REQUEST, Id};
-use mcp_tasks_shared::protocol::meta::TRACEPARENT_KEY;
+use mcp_tasks_protocol::PROTOCOL_VERSION;
+use mcp_tasks_protocol::jsonrpc::{self, ErrorObject, INVALID_REQUEST, Id};
+use mcp_tasks_protocol::meta::TRACEPARENT_KEY;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 

@@ -7,7 +7,7 @@
 //! - `error.rs`: the one mapping from errors to JSON-RPC error objects.
 //!
 //! The gateway never runs a tool and keeps no task state: every answer comes from Redis
-//! (through `mcp_tasks_shared::store`), so any replica answers any request.
+//! (through `mcp_tasks_store`), so any replica answers any request.
 
 mod auth;
 mod conn;
@@ -27,8 +27,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::graceful::GracefulShutdown;
 use mcp_tasks_shared::config::GatewayConfig;
-use mcp_tasks_shared::store::events::EventHub;
-use mcp_tasks_shared::store::{Store, StoreError};
+use mcp_tasks_store::events::EventHub;
+use mcp_tasks_store::{Store, StoreError};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -189,7 +189,7 @@ pub async fn run(
 /// Entry points for fuzzing the request decoder (`gateway/fuzz`); not a stable API.
 #[doc(hidden)]
 pub mod fuzzing {
-    use mcp_tasks_shared::protocol::jsonrpc::ErrorObject;
+    use mcp_tasks_protocol::jsonrpc::ErrorObject;
 
     /// Run the checks a POST body goes through before dispatch (routing headers, JSON,
     /// envelope, `_meta`, header/body agreement). `Ok(true)` for a request, `Ok(false)` for

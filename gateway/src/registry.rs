@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mcp_tasks_shared::protocol::time::now_millis;
-use mcp_tasks_shared::store::registry::{ADVERT_STALE_MS, ToolAdvert};
-use mcp_tasks_shared::store::{Store, StoreResult};
+use mcp_tasks_protocol::time::now_millis;
+use mcp_tasks_store::registry::{ADVERT_STALE_MS, ToolAdvert};
+use mcp_tasks_store::{Store, StoreResult};
 use tokio::sync::RwLock;
 
 const CACHE_FOR: Duration = Duration::from_secs(1);

@@ -1,8 +1,7 @@
-//! Shared by the mcp-tasks gateway and worker.
+//! Shared by the mcp-tasks gateway and worker, one floor above the protocol and the store
+//! (crates `mcp-tasks-protocol` in `shared/protocol/` and `mcp-tasks-store` in
+//! `shared/store/`, re-exported here as [`protocol`] and [`store`]):
 //!
-//! - [`protocol`]: wire types of MCP 2026-07-28 and the Tasks extension (the only place a
-//!   JSON field name or error code is spelled).
-//! - [`store`]: everything that knows Redis — keys, Lua scripts, streams, pub/sub.
 //! - [`schema`]: the JSON Schema subset used to validate tool arguments.
 //! - [`config`]: `MCPT_*` variables and their defaults.
 //! - [`telemetry`]: logs, OTLP trace and metric export, the Prometheus text.
@@ -11,11 +10,12 @@
 
 pub mod config;
 pub mod metrics;
-pub mod protocol;
 pub mod schema;
 pub mod shutdown;
-pub mod store;
 pub mod telemetry;
+
+pub use mcp_tasks_protocol as protocol;
+pub use mcp_tasks_store as store;
 
 /// An error and its causes on one line: `cannot reach redis: Connection refused (os error 111)`.
 pub fn error_chain(e: &dyn std::error::Error) -> String {

@@ -31,16 +31,7 @@ use std::sync::{Mutex, OnceLock};
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram, ObservableGauge, UpDownCounter};
 
-/// Length, consumer-group lag and pending entries of one queue, as last sampled.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct QueueDepth {
-    /// `XLEN`: entries in the stream (queued and running jobs).
-    pub length: u64,
-    /// Entries not yet delivered to the `workers` group.
-    pub lag: u64,
-    /// Entries delivered but not yet acknowledged.
-    pub pending: u64,
-}
+pub use mcp_tasks_store::QueueDepth;
 
 /// The instruments; see the module docs for what each one counts.
 #[allow(missing_docs)]

@@ -172,6 +172,7 @@ pub fn init(service: &'static str) -> Result<Telemetry, String> {
     let meter = meter.build();
     opentelemetry::global::set_meter_provider(meter.clone());
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    mcp_tasks_store::observe::set_observer(count_store_events);
     let _ = TRACING.set(tracer.is_some());
 
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
@@ -193,7 +194,7 @@ pub fn init(service: &'static str) -> Result<Telemetry, String> {
             .with_filter(
                 Targets::new()
                     .with_default(LevelFilter::INFO)
-                    .with_target("mcp_tasks_shared::store", LevelFilter::DEBUG),
+                    .with_target("mcp_tasks_store", LevelFilter::DEBUG),
             )
     });
     if tracing_subscriber::registry()
@@ -210,6 +211,20 @@ pub fn init(service: &'static str) -> Result<Telemetry, String> {
         );
     }
     Ok(Telemetry { tracer, meter })
+}
+
+/// The store's reports as metrics.
+fn count_store_events(what: mcp_tasks_store::observe::Observed<'_>) {
+    use mcp_tasks_store::observe::Observed;
+    let metrics = crate::metrics::get();
+    match what {
+        Observed::RedisError { kind } => metrics
+            .redis_errors
+            .add(1, &[opentelemetry::KeyValue::new("error.kind", kind)]),
+        Observed::CancelledUnrun { tool } => metrics
+            .tasks_finished
+            .add(1, &crate::metrics::finish_attrs(tool, "cancelled")),
+    }
 }
 
 /// The process' metrics in the Prometheus text format (empty before [`init`]).

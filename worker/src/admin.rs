@@ -11,7 +11,7 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use mcp_tasks_shared::metrics;
-use mcp_tasks_shared::store::Store;
+use mcp_tasks_store::Store;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mcp_tasks_shared::store::Store;
+use mcp_tasks_store::Store;
 use tokio::task::AbortHandle;
 
 /// One job this worker holds.

@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
+use mcp_tasks_protocol::jsonrpc::ErrorObject;
+use mcp_tasks_protocol::meta::{Capability, missing_capabilities};
+use mcp_tasks_protocol::tasks::InputRequest;
 use mcp_tasks_shared::metrics;
-use mcp_tasks_shared::protocol::jsonrpc::ErrorObject;
-use mcp_tasks_shared::protocol::meta::{Capability, missing_capabilities};
-use mcp_tasks_shared::protocol::tasks::InputRequest;
-use mcp_tasks_shared::store::{Ask, Store, StoreError, TaskRecord};
+use mcp_tasks_store::{Ask, Store, StoreError, TaskRecord};
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
@@ -181,7 +181,7 @@ impl TaskContext {
         })
         .await?
         {
-            mcp_tasks_shared::store::Write::Ok => Ok(()),
+            mcp_tasks_store::Write::Ok => Ok(()),
             _ => Err(ToolError::Stopped),
         }
     }
@@ -215,7 +215,7 @@ impl TaskContext {
             asked.extend(requests.iter().map(|(k, _)| k.clone()));
             if asked.len() > i.max_inputs as usize {
                 return Err(ToolError::Protocol(ErrorObject::new(
-                    mcp_tasks_shared::protocol::jsonrpc::INTERNAL_ERROR,
+                    mcp_tasks_protocol::jsonrpc::INTERNAL_ERROR,
                     format!(
                         "the tool asked for more than {} inputs in one task (MCPT_MAX_INPUT_REQUESTS)",
                         i.max_inputs

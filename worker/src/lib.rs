@@ -6,7 +6,7 @@
 //! - [`run`]: advertise the tools, then read and run jobs until shutdown;
 //!   [`run_with_admin`] also serves `/healthz`, `/readyz` and `/metrics` (`admin.rs`).
 //!
-//! The job loop itself is in `runner.rs`; everything Redis is in `mcp_tasks_shared::store`.
+//! The job loop itself is in `runner.rs`; everything Redis is in `mcp_tasks_store`.
 
 mod admin;
 pub mod catalog;
@@ -20,19 +20,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use mcp_tasks_protocol::time::now_millis;
 use mcp_tasks_shared::config::WorkerConfig;
-use mcp_tasks_shared::protocol::time::now_millis;
-use mcp_tasks_shared::store::events::EventHub;
-use mcp_tasks_shared::store::registry::{HEARTBEAT_INTERVAL_MS, ToolAdvert};
-use mcp_tasks_shared::store::{Store, StoreError};
+use mcp_tasks_store::events::EventHub;
+use mcp_tasks_store::registry::{HEARTBEAT_INTERVAL_MS, ToolAdvert};
+use mcp_tasks_store::{Store, StoreError};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use context::TaskContext;
-pub use mcp_tasks_shared::protocol::tasks::InputRequest;
-pub use mcp_tasks_shared::protocol::tools::CallToolResult;
-pub use mcp_tasks_shared::store::registry::{Needs, Policy};
+pub use mcp_tasks_protocol::tasks::InputRequest;
+pub use mcp_tasks_protocol::tools::CallToolResult;
+pub use mcp_tasks_store::registry::{Needs, Policy};
 pub use tool::{Tool, ToolError, ToolFuture, ToolSpec};
 
 /// Why a worker stopped with an error.

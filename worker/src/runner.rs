@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
+use mcp_tasks_protocol::time::now_millis;
 use mcp_tasks_shared::metrics;
-use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
-use mcp_tasks_shared::protocol::time::now_millis;
-use mcp_tasks_shared::store::events::{EventHub, TaskEvent, Watch};
-use mcp_tasks_shared::store::record::EXPIRED;
-use mcp_tasks_shared::store::{Delivery, Finish, READ_BLOCK, Start, Store, TaskRecord, Write};
+use mcp_tasks_store::events::{EventHub, TaskEvent, Watch};
+use mcp_tasks_store::record::EXPIRED;
+use mcp_tasks_store::{Delivery, Finish, READ_BLOCK, Start, Store, TaskRecord, Write};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;

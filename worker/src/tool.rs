@@ -6,10 +6,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
-use mcp_tasks_shared::protocol::tasks::InputRequest;
-use mcp_tasks_shared::protocol::tools::{CallToolResult, Tool as WireTool};
-use mcp_tasks_shared::store::registry::{Needs, Policy};
+use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
+use mcp_tasks_protocol::tasks::InputRequest;
+use mcp_tasks_protocol::tools::{CallToolResult, Tool as WireTool};
+use mcp_tasks_store::registry::{Needs, Policy};
 use serde_json::Value;
 
 use crate::context::TaskContext;

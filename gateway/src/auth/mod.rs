@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 /// The owner of every task when authentication is off.
-pub(crate) const ANONYMOUS: &str = mcp_tasks_shared::protocol::meta::ANONYMOUS_OWNER;
+pub(crate) const ANONYMOUS: &str = mcp_tasks_protocol::meta::ANONYMOUS_OWNER;
 
 /// Where the protected-resource metadata is served (and the challenge points).
 pub(crate) const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";

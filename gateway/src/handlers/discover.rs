@@ -1,9 +1,9 @@
 //! `server/discover` (base-protocol.md §5, T-01, B-10).
 
-use mcp_tasks_shared::protocol::jsonrpc::result_bytes;
-use mcp_tasks_shared::protocol::meta::server_meta;
-use mcp_tasks_shared::protocol::results::{CacheScope, DiscoverResult};
-use mcp_tasks_shared::protocol::{PROTOCOL_VERSION, TASKS_EXTENSION};
+use mcp_tasks_protocol::jsonrpc::result_bytes;
+use mcp_tasks_protocol::meta::server_meta;
+use mcp_tasks_protocol::results::{CacheScope, DiscoverResult};
+use mcp_tasks_protocol::{PROTOCOL_VERSION, TASKS_EXTENSION};
 use serde_json::json;
 
 use crate::envelope::Request;

@@ -11,13 +11,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use mcp_tasks_shared::protocol::jsonrpc::{Id, Notification, result_bytes};
-use mcp_tasks_shared::protocol::notifications::{
+use mcp_tasks_protocol::jsonrpc::{Id, Notification, result_bytes};
+use mcp_tasks_protocol::notifications::{
     self, AcknowledgedParams, Honoured, TaskNotificationParams, subscription_meta,
 };
-use mcp_tasks_shared::protocol::results::ListenResult;
-use mcp_tasks_shared::store::events::TaskEvent;
-use mcp_tasks_shared::store::{TaskRecord, is_plausible_task_id};
+use mcp_tasks_protocol::results::ListenResult;
+use mcp_tasks_store::events::TaskEvent;
+use mcp_tasks_store::{TaskRecord, is_plausible_task_id};
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -177,7 +177,7 @@ impl Drop for OpenListener {
 /// stream lives and given back when it ends.
 pub(crate) struct ListenerSlot {
     renew: Option<tokio::task::JoinHandle<()>>,
-    release: Option<(mcp_tasks_shared::store::Store, String, String)>,
+    release: Option<(mcp_tasks_store::Store, String, String)>,
 }
 
 impl ListenerSlot {

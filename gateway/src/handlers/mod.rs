@@ -5,7 +5,7 @@ pub(crate) mod listen;
 pub(crate) mod tasks;
 pub(crate) mod tools;
 
-use mcp_tasks_shared::protocol::meta::Capability;
+use mcp_tasks_protocol::meta::Capability;
 use serde_json::Value;
 
 use crate::envelope::Request;
@@ -19,10 +19,7 @@ pub(crate) fn owner(req: &Request) -> &str {
 
 /// -32021 unless the request declares the Tasks extension (T-05, T-06).
 pub(crate) fn require_tasks(req: &Request) -> Result<(), DispatchError> {
-    match mcp_tasks_shared::protocol::meta::missing_capabilities(
-        &[Capability::Tasks],
-        req.capabilities(),
-    ) {
+    match mcp_tasks_protocol::meta::missing_capabilities(&[Capability::Tasks], req.capabilities()) {
         None => Ok(()),
         Some(missing) => Err(DispatchError::MissingCapability(missing)),
     }

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use mcp_tasks_shared::protocol::jsonrpc::result_bytes;
-use mcp_tasks_shared::protocol::meta::server_meta;
-use mcp_tasks_shared::protocol::tasks::{EmptyResult, GetTaskResult, ResponseKind};
-use mcp_tasks_shared::store::{Answer, is_plausible_task_id};
+use mcp_tasks_protocol::jsonrpc::result_bytes;
+use mcp_tasks_protocol::meta::server_meta;
+use mcp_tasks_protocol::tasks::{EmptyResult, GetTaskResult, ResponseKind};
+use mcp_tasks_store::{Answer, is_plausible_task_id};
 use serde_json::Value;
 
 use super::{owner, require_tasks, task_id};
@@ -32,7 +32,7 @@ fn checked_id(req: &Request) -> Result<&str, DispatchError> {
     require_tasks(req)?;
     let id = task_id(req)?;
     // Only ids we could have issued reach logs and spans: anything else is caller input.
-    if mcp_tasks_shared::store::is_plausible_task_id(id) {
+    if mcp_tasks_store::is_plausible_task_id(id) {
         tracing::Span::current().record("task.id", id);
     }
     Ok(id)

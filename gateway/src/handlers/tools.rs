@@ -4,19 +4,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mcp_tasks_shared::protocol::TASKS_EXTENSION;
-use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR, result_bytes};
-use mcp_tasks_shared::protocol::meta::{
-    Capability, TRACEPARENT_KEY, missing_capabilities, server_meta,
-};
-use mcp_tasks_shared::protocol::results::{CacheScope, InputRequiredResult, ListToolsResult};
-use mcp_tasks_shared::protocol::tasks::{CreateTaskResult, ResponseKind, TaskStatus};
-use mcp_tasks_shared::protocol::time::rfc3339_millis;
-use mcp_tasks_shared::protocol::tools::CallToolResult;
+use mcp_tasks_protocol::TASKS_EXTENSION;
+use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR, result_bytes};
+use mcp_tasks_protocol::meta::{Capability, TRACEPARENT_KEY, missing_capabilities, server_meta};
+use mcp_tasks_protocol::results::{CacheScope, InputRequiredResult, ListToolsResult};
+use mcp_tasks_protocol::tasks::{CreateTaskResult, ResponseKind, TaskStatus};
+use mcp_tasks_protocol::time::rfc3339_millis;
+use mcp_tasks_protocol::tools::CallToolResult;
 use mcp_tasks_shared::schema;
-use mcp_tasks_shared::store::events::{TaskEvent, Watch};
-use mcp_tasks_shared::store::registry::{Policy, ToolAdvert};
-use mcp_tasks_shared::store::{Created, Job, Limit, NewTask, OwnerLimits, Store, TaskRecord};
+use mcp_tasks_store::events::{TaskEvent, Watch};
+use mcp_tasks_store::registry::{Policy, ToolAdvert};
+use mcp_tasks_store::{Created, Job, Limit, NewTask, OwnerLimits, Store, TaskRecord};
 use serde_json::{Map, Value};
 
 use super::owner;

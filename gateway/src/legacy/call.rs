@@ -12,16 +12,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use mcp_tasks_shared::protocol::jsonrpc::{
-    self, ErrorObject, INTERNAL_ERROR, Id, METHOD_NOT_FOUND,
-};
-use mcp_tasks_shared::protocol::legacy::{RELATED_TASK_KEY, related_task_meta};
-use mcp_tasks_shared::protocol::meta::{Capability, missing_capabilities};
-use mcp_tasks_shared::protocol::tasks::TaskStatus;
-use mcp_tasks_shared::protocol::time::now_millis;
-use mcp_tasks_shared::store::TaskRecord;
-use mcp_tasks_shared::store::events::{TaskEvent, Watch};
-use mcp_tasks_shared::store::registry::Policy;
+use mcp_tasks_protocol::jsonrpc::{self, ErrorObject, INTERNAL_ERROR, Id, METHOD_NOT_FOUND};
+use mcp_tasks_protocol::legacy::{RELATED_TASK_KEY, related_task_meta};
+use mcp_tasks_protocol::meta::{Capability, missing_capabilities};
+use mcp_tasks_protocol::tasks::TaskStatus;
+use mcp_tasks_protocol::time::now_millis;
+use mcp_tasks_store::TaskRecord;
+use mcp_tasks_store::events::{TaskEvent, Watch};
+use mcp_tasks_store::registry::Policy;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
@@ -130,7 +128,7 @@ pub(super) async fn call(
         {
             tracing::warn!(task.id = %id, error = %e, "cannot add the task to its session's stream");
         }
-        let created = mcp_tasks_shared::protocol::time::rfc3339_millis(created_ms);
+        let created = mcp_tasks_protocol::time::rfc3339_millis(created_ms);
         let result = json!({
             "task": {
                 "taskId": id,

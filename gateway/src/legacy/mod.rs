@@ -28,14 +28,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use hyper::header::{self, HeaderValue};
 use hyper::{Response, StatusCode};
-use mcp_tasks_shared::protocol::jsonrpc::{
+use mcp_tasks_protocol::jsonrpc::{
     self, ErrorObject, INVALID_PARAMS, INVALID_REQUEST, Id, METHOD_NOT_FOUND,
 };
-use mcp_tasks_shared::protocol::legacy;
-use mcp_tasks_shared::protocol::meta::{CLIENT_CAPABILITIES_KEY, server_meta};
-use mcp_tasks_shared::protocol::tasks::ResponseKind;
-use mcp_tasks_shared::protocol::{SERVER_NAME, SERVER_VERSION};
-use mcp_tasks_shared::store::{Answer, is_plausible_task_id};
+use mcp_tasks_protocol::legacy;
+use mcp_tasks_protocol::meta::{CLIENT_CAPABILITIES_KEY, server_meta};
+use mcp_tasks_protocol::tasks::ResponseKind;
+use mcp_tasks_protocol::{SERVER_NAME, SERVER_VERSION};
+use mcp_tasks_store::{Answer, is_plausible_task_id};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -87,7 +87,7 @@ impl Session {
 
     /// Whose tasks `tasks/list` shows: the principal's, or this session's when anonymous.
     pub(crate) fn list_scope(&self) -> String {
-        if self.owner == mcp_tasks_shared::protocol::meta::ANONYMOUS_OWNER {
+        if self.owner == mcp_tasks_protocol::meta::ANONYMOUS_OWNER {
             format!("s:{}", self.id)
         } else {
             self.owner.clone()
@@ -501,7 +501,7 @@ async fn failed_answer(
     task: &str,
     key: &str,
 ) -> Result<Option<Value>, Response<ResBody>> {
-    let unavailable = |e: mcp_tasks_shared::store::StoreError| {
+    let unavailable = |e: mcp_tasks_store::StoreError| {
         tracing::warn!(error = %e, "cannot read the task an answer is for");
         session_missing(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -645,7 +645,7 @@ async fn list_tools(
     session: &Session,
     req: &Request,
 ) -> Result<Reply, DispatchError> {
-    use mcp_tasks_shared::store::registry::Policy;
+    use mcp_tasks_store::registry::Policy;
     if req.params.get("cursor").is_some_and(|c| !c.is_null()) {
         return Err(DispatchError::InvalidParams(
             "invalid cursor: this server lists every tool on one page".into(),

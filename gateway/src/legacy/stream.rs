@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use mcp_tasks_shared::store::TaskRecord;
-use mcp_tasks_shared::store::events::TaskEvent;
+use mcp_tasks_store::TaskRecord;
+use mcp_tasks_store::events::TaskEvent;
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;

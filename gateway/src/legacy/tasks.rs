@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mcp_tasks_shared::protocol::jsonrpc::result_bytes;
-use mcp_tasks_shared::protocol::legacy;
-use mcp_tasks_shared::protocol::tasks::{DetailedTask, TaskStatus};
-use mcp_tasks_shared::protocol::time::{now_millis, rfc3339_millis};
-use mcp_tasks_shared::store::{TaskRecord, is_plausible_task_id};
+use mcp_tasks_protocol::jsonrpc::result_bytes;
+use mcp_tasks_protocol::legacy;
+use mcp_tasks_protocol::tasks::{DetailedTask, TaskStatus};
+use mcp_tasks_protocol::time::{now_millis, rfc3339_millis};
+use mcp_tasks_store::{TaskRecord, is_plausible_task_id};
 use serde_json::{Value, json};
 
 use super::Session;

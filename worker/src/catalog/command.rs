@@ -10,7 +10,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_tasks_shared::protocol::tools::text_block;
+use mcp_tasks_protocol::tools::text_block;
 use regex::Regex;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};

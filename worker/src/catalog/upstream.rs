@@ -35,8 +35,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use mcp_tasks_protocol::tools::Tool as WireTool;
 use mcp_tasks_shared::config::WorkerConfig;
-use mcp_tasks_shared::protocol::tools::Tool as WireTool;
 use serde_json::{Value, json};
 
 use super::{COMMON_FIELDS, FieldError, bad, check_schema, common, duration, string_list};

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
+use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
 use serde_json::{Value, json};
 
 use super::{accepted_content, nap, str_arg};

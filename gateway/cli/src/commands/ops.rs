@@ -4,8 +4,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use mcp_tasks_shared::store::keys::{GROUP, TOOLS_KEY};
-use mcp_tasks_shared::store::registry::ADVERT_STALE_MS;
+use mcp_tasks_store::keys::{GROUP, TOOLS_KEY};
+use mcp_tasks_store::registry::ADVERT_STALE_MS;
 use redis::Value;
 use redis::aio::MultiplexedConnection;
 

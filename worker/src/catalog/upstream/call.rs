@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
-use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR, METHOD_NOT_FOUND};
-use mcp_tasks_shared::protocol::tasks::InputRequest;
+use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR, METHOD_NOT_FOUND};
+use mcp_tasks_protocol::tasks::InputRequest;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 

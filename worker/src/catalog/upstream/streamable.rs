@@ -15,7 +15,7 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use mcp_tasks_shared::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
+use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
 use serde_json::Value;
 
 use super::session::Core;

@@ -7,7 +7,7 @@
 //! | `mcpt:events:{ID}` | channel | the whole task hash as a flat JSON array, after each change | scripts | — |
 //! | `mcpt:tools` | hash | tool name → [`registry::ToolAdvert`] JSON | workers' heartbeats | stale after 15 s |
 //!
-//! In Redis Cluster (`MCPT_REDIS_URL` naming several nodes, see [`crate::config::RedisTarget`])
+//! In Redis Cluster (`MCPT_REDIS_URL` naming several nodes, see [`RedisTarget`])
 //! a task's hash and channel and its queue's stream carry the tag of the task's shard
 //! instead ([`keys::Layout`]), each queue has one stream per shard, events go out with
 //! `SPUBLISH` on shard channels, and the owner's limits are counted by a script of their
@@ -20,10 +20,12 @@
 
 pub mod events;
 pub mod keys;
+pub mod observe;
 mod reader;
 pub mod record;
 pub mod registry;
 mod scripts;
+mod target;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -36,6 +38,11 @@ use serde_json::Value;
 
 pub use reader::JobReader;
 pub use record::TaskRecord;
+pub use target::RedisTarget;
+
+/// How many shards tasks and each queue are split into in a Redis Cluster, unless told
+/// otherwise (`MCPT_QUEUE_SHARDS`); one Redis always has exactly one.
+pub const DEFAULT_QUEUE_SHARDS: u16 = 16;
 use registry::ToolAdvert;
 
 /// A failure talking to Redis or reading what it holds.
@@ -65,12 +72,21 @@ impl From<redis::RedisError> for StoreError {
             } else {
                 "response"
             };
-            crate::metrics::get()
-                .redis_errors
-                .add(1, &[opentelemetry::KeyValue::new("error.kind", kind)]);
+            observe::report(observe::Observed::RedisError { kind });
             StoreError::Redis(e)
         }
     }
+}
+
+/// Length, consumer-group lag and pending entries of one queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// `XLEN`: entries in the stream (queued and running jobs).
+    pub length: u64,
+    /// Entries not yet delivered to the `workers` group.
+    pub lag: u64,
+    /// Entries delivered but not yet acknowledged.
+    pub pending: u64,
 }
 
 /// Result alias for store calls.
@@ -334,12 +350,12 @@ fn flat_strings(v: Vec<redis::Value>) -> StoreResult<Vec<String>> {
 }
 
 impl Store {
-    /// Connect to `url` (one Redis, or a cluster with [`crate::config::DEFAULT_QUEUE_SHARDS`]).
+    /// Connect to `url` (one Redis, or a cluster with [`DEFAULT_QUEUE_SHARDS`]).
     ///
     /// # Errors
     /// A malformed URL, or Redis unreachable at start.
     pub async fn connect(url: &str) -> StoreResult<Store> {
-        Self::connect_sharded(url, crate::config::DEFAULT_QUEUE_SHARDS).await
+        Self::connect_sharded(url, DEFAULT_QUEUE_SHARDS).await
     }
 
     /// Connect to `url`; in a cluster, tasks and queues are split into `shards` shards
@@ -348,7 +364,6 @@ impl Store {
     /// # Errors
     /// A malformed URL, or Redis unreachable at start.
     pub async fn connect_sharded(url: &str, shards: u16) -> StoreResult<Store> {
-        use crate::config::RedisTarget;
         let bad = || {
             StoreError::Redis(redis::RedisError::from((
                 redis::ErrorKind::InvalidClientConfig,
@@ -448,7 +463,7 @@ impl Store {
     pub async fn create_task(&self, t: &NewTask<'_>) -> StoreResult<Created> {
         let job = serde_json::to_string(t.job).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let ttl = t.ttl_ms.map(|v| v.to_string()).unwrap_or_default();
-        let minute = crate::protocol::time::now_millis().max(0) as u64 / 60_000;
+        let minute = mcp_tasks_protocol::time::now_millis().max(0) as u64 / 60_000;
         let mut con = self.con.clone();
         if self.layout.is_cluster() {
             return self.create_in_cluster(t, &ttl, job, minute).await;
@@ -721,9 +736,7 @@ impl Store {
         let found = reply.first().is_some_and(|s| s == "ok");
         if let Some(tool) = reply.get(1) {
             // Ended here, not by a worker: counted here.
-            crate::metrics::get()
-                .tasks_finished
-                .add(1, &crate::metrics::finish_attrs(tool, "cancelled"));
+            observe::report(observe::Observed::CancelledUnrun { tool });
         }
         Ok(found)
     }
@@ -967,8 +980,8 @@ impl Store {
                 .arg(&d.entry)
                 .arg(worker)
                 .arg(max_deliveries)
-                .arg(crate::protocol::jsonrpc::INTERNAL_ERROR)
-                .arg(crate::protocol::time::now_millis())
+                .arg(mcp_tasks_protocol::jsonrpc::INTERNAL_ERROR)
+                .arg(mcp_tasks_protocol::time::now_millis())
                 .invoke_async(&mut con)
                 .await?,
         )?;
@@ -1068,7 +1081,7 @@ impl Store {
                 .arg(field)
                 .arg(payload)
                 .arg(message)
-                .arg(crate::protocol::time::now_millis())
+                .arg(mcp_tasks_protocol::time::now_millis())
                 .invoke_async(&mut con)
                 .await?,
         )?;
@@ -1224,8 +1237,8 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn queue_depth(&self, queue: &str) -> StoreResult<crate::metrics::QueueDepth> {
-        let mut total = crate::metrics::QueueDepth {
+    pub async fn queue_depth(&self, queue: &str) -> StoreResult<QueueDepth> {
+        let mut total = QueueDepth {
             length: 0,
             lag: 0,
             pending: 0,
@@ -1240,7 +1253,7 @@ impl Store {
         Ok(total)
     }
 
-    async fn stream_depth(&self, key: &str) -> StoreResult<crate::metrics::QueueDepth> {
+    async fn stream_depth(&self, key: &str) -> StoreResult<QueueDepth> {
         let mut con = self.con.clone();
         let length: u64 = con.xlen(key).await?;
         let groups: redis::RedisResult<redis::streams::StreamInfoGroupsReply> =
@@ -1260,7 +1273,7 @@ impl Store {
             .as_ref()
             .and_then(|g| g.lag)
             .map_or(length.saturating_sub(pending), |l| l as u64);
-        Ok(crate::metrics::QueueDepth {
+        Ok(QueueDepth {
             length,
             lag,
             pending,
@@ -1338,7 +1351,7 @@ fn delivery(queue: &str, stream: &str, entry: redis::streams::StreamId, fresh: b
                 .map(|j: &Job| j.owner.clone())
                 .filter(|o| !o.is_empty())
         })
-        .unwrap_or_else(|| crate::protocol::meta::ANONYMOUS_OWNER.to_owned());
+        .unwrap_or_else(|| mcp_tasks_protocol::meta::ANONYMOUS_OWNER.to_owned());
     Delivery {
         queue: queue.to_owned(),
         stream: stream.to_owned(),

@@ -250,12 +250,12 @@ impl Layout {
         }
     }
 
-    /// The id of a new task: [`crate::store::new_task_id`] standalone; in a cluster the
+    /// The id of a new task: [`crate::new_task_id`] standalone; in a cluster the
     /// same 122 random bits after `tsk` and the tag of a shard picked at random
     /// (`tsk3-5_…`). The id names the tag itself, so a task stays readable whatever
     /// `MCPT_QUEUE_SHARDS` says later.
     pub fn new_task_id(&self) -> String {
-        let id = crate::store::new_task_id();
+        let id = crate::new_task_id();
         match self {
             Layout::Standalone => id,
             Layout::Cluster { tags } => {
@@ -321,7 +321,7 @@ mod tests {
         let layout = Layout::cluster(8);
         for _ in 0..100 {
             let id = layout.new_task_id();
-            assert!(crate::store::is_plausible_task_id(&id), "{id}");
+            assert!(crate::is_plausible_task_id(&id), "{id}");
             let tag = tag_of_task(&id).expect("a shard tag in the id");
             assert!((0..8).any(|i| shard_tag(i, 8) == tag), "{id}");
             let key = layout.task_key(&id, "p:ab");

@@ -3,8 +3,8 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use mcp_tasks_shared::store::Store;
-use mcp_tasks_shared::store::events::{EventHub, TaskEvent};
+use mcp_tasks_store::Store;
+use mcp_tasks_store::events::{EventHub, TaskEvent};
 use tokio_util::sync::CancellationToken;
 
 struct Redis {

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::meta::Capability;
-use crate::protocol::tasks::InputRequest;
-use crate::protocol::tools::Tool;
+use mcp_tasks_protocol::meta::Capability;
+use mcp_tasks_protocol::tasks::InputRequest;
+use mcp_tasks_protocol::tools::Tool;
 
 /// How the server runs a call of a tool (ARCHITECTURE.md, "tools/call").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use serde_json::value::RawValue;
 
-use crate::protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
-use crate::protocol::tasks::{DetailedTask, TaskStatus};
-use crate::protocol::time::rfc3339_millis;
+use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
+use mcp_tasks_protocol::tasks::{DetailedTask, TaskStatus};
+use mcp_tasks_protocol::time::rfc3339_millis;
 
 /// Status message and error message of a task whose TTL passed before it ended.
 pub const EXPIRED: &str = "Task expired before completion";
@@ -105,7 +105,7 @@ impl TaskRecord {
 
     /// Render as the spec's `DetailedTask`, with only the fields of its status (T-20).
     pub fn to_detailed(&self) -> DetailedTask {
-        self.to_detailed_at(crate::protocol::time::now_millis())
+        self.to_detailed_at(mcp_tasks_protocol::time::now_millis())
     }
 
     /// `createdAt + ttlMs`, if the task expires.
