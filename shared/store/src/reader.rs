@@ -24,9 +24,9 @@ use redis::aio::MultiplexedConnection;
 use redis::streams::{StreamReadOptions, StreamReadReply};
 
 use super::{
-    Backend, CONNECT_TIMEOUT, Delivery, READ_BLOCK, RESPONSE_TIMEOUT, Store, StoreResult, delivery,
-    keys,
+    Backend, CONNECT_TIMEOUT, Delivery, READ_BLOCK, RESPONSE_TIMEOUT, Store, StoreResult, keys,
 };
+use crate::jobs::delivery;
 
 /// Reads jobs for a worker (see the module docs).
 pub struct JobReader {

@@ -1,13 +1,17 @@
 //! Tool advertisements: what a live worker offers, read by gateways for `tools/list` and
 //! for deciding how to run a `tools/call`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+
+use redis::AsyncCommands as _;
 
 use serde::{Deserialize, Serialize};
 
 use mcp_tasks_protocol::meta::Capability;
 use mcp_tasks_protocol::tasks::InputRequest;
 use mcp_tasks_protocol::tools::Tool;
+
+use crate::{StoreResult, keys};
 
 /// How the server runs a call of a tool (ARCHITECTURE.md, "tools/call").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,3 +85,35 @@ pub const ADVERT_STALE_MS: i64 = 15_000;
 
 /// How often workers renew their advertisements.
 pub const HEARTBEAT_INTERVAL_MS: u64 = 5_000;
+
+impl crate::Store {
+    /// Advertise (or renew) tools.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn advertise(&self, adverts: &[ToolAdvert]) -> StoreResult<()> {
+        let items: Vec<(String, String)> = adverts
+            .iter()
+            .filter_map(|a| Some((a.tool.name.clone(), serde_json::to_string(a).ok()?)))
+            .collect();
+        if items.is_empty() {
+            return Ok(());
+        }
+        let mut con = self.con.clone();
+        let _: () = con.hset_multiple(keys::TOOLS_KEY, &items).await?;
+        Ok(())
+    }
+
+    /// All advertisements, live or stale (callers filter by heartbeat).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn adverts(&self) -> StoreResult<Vec<ToolAdvert>> {
+        let mut con = self.con.clone();
+        let all: HashMap<String, String> = con.hgetall(keys::TOOLS_KEY).await?;
+        Ok(all
+            .values()
+            .filter_map(|v| serde_json::from_str(v).ok())
+            .collect())
+    }
+}

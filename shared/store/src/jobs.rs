@@ -1,0 +1,448 @@
+//! Jobs: the queue streams a worker reads, and every change a worker makes to a task it
+//! runs (start, status message, input request, finish, release, lease renewal, reclaim).
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{JobReader, Store, StoreError, StoreResult, flat_strings, keys};
+
+/// The stream entry a worker runs: everything the handler needs besides the task hash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// Tool name.
+    pub tool: String,
+    /// Validated arguments.
+    pub args: Value,
+    /// Client capabilities of the originating `tools/call` (T-45).
+    pub caps: Value,
+    /// Answers to the tool's MRTR round, if it has one.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub pre: serde_json::Map<String, Value>,
+    /// W3C `traceparent` of the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    /// Digest of the caller's principal (`anonymous` without authentication); never the
+    /// credential.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub owner: String,
+}
+
+/// A job read from a queue.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// Queue name.
+    pub queue: String,
+    /// The stream it was read from: the queue's stream, or in a cluster the queue's stream
+    /// of the task's shard. Entry ids are unique only within one stream.
+    pub stream: String,
+    /// Stream entry id.
+    pub entry: String,
+    /// Task id.
+    pub task_id: String,
+    /// The task's owner digest (part of its key).
+    pub owner: String,
+    /// The job, or why it could not be decoded.
+    pub job: Result<Job, String>,
+    /// Delivered for the first time (read as new), not reclaimed from another worker.
+    pub fresh: bool,
+}
+
+/// Outcome of [`Store::start`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Start {
+    /// Run the handler; writes must carry this fencing token.
+    Run {
+        /// Fencing token.
+        fence: u64,
+        /// `createdAt + ttlMs` in ms since the epoch (Redis clock), if the task expires.
+        deadline_ms: Option<i64>,
+    },
+    /// Nothing to run (gone, terminal, or cancelled before start); the entry was acknowledged.
+    Skip(String),
+}
+
+/// Outcome of a worker's write ([`Store::set_message`], [`Store::ask`], [`Store::finish`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    /// Written.
+    Ok,
+    /// The task hash is gone (expired).
+    Gone,
+    /// The task is already terminal (e.g. cancelled while waiting for input).
+    Terminal,
+    /// Another worker holds the task now; this one must stop.
+    Fenced,
+}
+
+/// Outcome of [`Store::ask`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ask {
+    /// Every key has an answer (key → answer JSON), in request order.
+    Answered(Vec<(String, String)>),
+    /// At least one key is outstanding; wait for the task's events.
+    Waiting,
+    /// The write was refused.
+    Refused(Write),
+}
+
+/// How a worker ends a task.
+#[derive(Debug, Clone)]
+pub enum Finish {
+    /// `completed` with this `CallToolResult` JSON.
+    Completed(String),
+    /// `failed` with this JSON-RPC error JSON and status message.
+    Failed {
+        /// Error object JSON.
+        error: String,
+        /// Status message.
+        message: String,
+    },
+    /// `cancelled`.
+    Cancelled,
+}
+
+impl Store {
+    /// Create the consumer group of each queue (and the stream) if missing.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn ensure_groups(&self, queues: &[String]) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        for stream in queues.iter().flat_map(|q| self.layout.queue_streams(q)) {
+            let r: redis::RedisResult<()> =
+                con.xgroup_create_mkstream(stream, keys::GROUP, "0").await;
+            match r {
+                Ok(()) => {}
+                Err(e) if e.code() == Some("BUSYGROUP") => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// A connection for blocking reads (no response timeout).
+    ///
+    /// # Errors
+    /// Redis unreachable.
+    pub async fn job_reader(&self) -> StoreResult<JobReader> {
+        JobReader::connect(self).await
+    }
+
+    /// A worker took a job: fence it, or learn it needs no run (then it is acknowledged).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "start", task.id = %d.task_id))]
+    pub async fn start(
+        &self,
+        d: &Delivery,
+        worker: &str,
+        max_deliveries: u32,
+    ) -> StoreResult<Start> {
+        let mut con = self.con.clone();
+        let reply = flat_strings(
+            self.scripts
+                .start
+                .key(self.layout.task_key(&d.task_id, &d.owner))
+                .key(&d.stream)
+                .arg(self.layout.events_channel(&d.task_id))
+                .arg(keys::GROUP)
+                .arg(&d.entry)
+                .arg(worker)
+                .arg(max_deliveries)
+                .arg(mcp_tasks_protocol::jsonrpc::INTERNAL_ERROR)
+                .arg(mcp_tasks_protocol::time::now_millis())
+                .invoke_async(&mut con)
+                .await?,
+        )?;
+        match reply.as_slice() {
+            [run, fence, deadline] if run == "run" => Ok(Start::Run {
+                fence: fence
+                    .parse()
+                    .map_err(|_| StoreError::Corrupt(format!("fence {fence}")))?,
+                deadline_ms: deadline.parse().ok(),
+            }),
+            [skip, why] if skip == "skip" => Ok(Start::Skip(why.clone())),
+            other => Err(StoreError::Corrupt(format!("start: {other:?}"))),
+        }
+    }
+
+    /// Set the status message of a running task.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "status", task.id = %id))]
+    pub async fn set_message(
+        &self,
+        id: &str,
+        owner: &str,
+        fence: u64,
+        message: &str,
+    ) -> StoreResult<Write> {
+        let mut con = self.con.clone();
+        let reply = flat_strings(
+            self.scripts
+                .status
+                .key(self.layout.task_key(id, owner))
+                .arg(self.layout.events_channel(id))
+                .arg(fence)
+                .arg(message)
+                .invoke_async(&mut con)
+                .await?,
+        )?;
+        write_outcome(&reply)
+    }
+
+    /// Ask for input under `requests` (key, request JSON).
+    ///
+    /// # Errors
+    /// Redis unavailable, or a key that already names another request.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "ask", task.id = %id))]
+    pub async fn ask(
+        &self,
+        id: &str,
+        owner: &str,
+        fence: u64,
+        requests: &[(String, String)],
+    ) -> StoreResult<Ask> {
+        let mut inv = self.scripts.ask.key(self.layout.task_key(id, owner));
+        inv.arg(self.layout.events_channel(id)).arg(fence);
+        for (key, req) in requests {
+            inv.arg(key).arg(req);
+        }
+        let mut con = self.con.clone();
+        let reply = flat_strings(inv.invoke_async(&mut con).await?)?;
+        match reply.first().map(String::as_str) {
+            Some("answered") => {
+                let mut it = reply.into_iter().skip(1);
+                Ok(Ask::Answered(
+                    std::iter::from_fn(|| Some((it.next()?, it.next()?))).collect(),
+                ))
+            }
+            Some("waiting") => Ok(Ask::Waiting),
+            _ => write_outcome(&reply).map(Ask::Refused),
+        }
+    }
+
+    /// End a task and acknowledge its job.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "finish", task.id = %d.task_id))]
+    pub async fn finish(&self, d: &Delivery, fence: u64, outcome: &Finish) -> StoreResult<Write> {
+        let (status, field, payload, message) = match outcome {
+            Finish::Completed(result) => ("completed", "result", result.as_str(), ""),
+            Finish::Failed { error, message } => {
+                ("failed", "error", error.as_str(), message.as_str())
+            }
+            Finish::Cancelled => ("cancelled", "", "", "Cancelled by request"),
+        };
+        let mut con = self.con.clone();
+        let reply = flat_strings(
+            self.scripts
+                .finish
+                .key(self.layout.task_key(&d.task_id, &d.owner))
+                .key(&d.stream)
+                .arg(self.layout.events_channel(&d.task_id))
+                .arg(keys::GROUP)
+                .arg(&d.entry)
+                .arg(fence)
+                .arg(status)
+                .arg(field)
+                .arg(payload)
+                .arg(message)
+                .arg(mcp_tasks_protocol::time::now_millis())
+                .invoke_async(&mut con)
+                .await?,
+        )?;
+        write_outcome(&reply)
+    }
+
+    /// Acknowledge and delete a job that needs no more work (its task is terminal or gone).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "release", task.id = %d.task_id))]
+    pub async fn release(&self, d: &Delivery) -> StoreResult<()> {
+        let key = &d.stream;
+        let mut con = self.con.clone();
+        let _: () = redis::pipe()
+            .xack(key, keys::GROUP, &[&d.entry])
+            .ignore()
+            .xdel(key, &[&d.entry])
+            .ignore()
+            .query_async(&mut con)
+            .await?;
+        Ok(())
+    }
+
+    /// Renew this consumer's claim on `entries` of `stream` (a [`Delivery::stream`]; resets
+    /// their idle time; the delivery count does not change). Chunked so one call never
+    /// carries too many ids.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn renew(&self, stream: &str, consumer: &str, entries: &[String]) -> StoreResult<()> {
+        self.claim_ids(stream, consumer, entries, None).await
+    }
+
+    /// Give `entries` (of the tasks whose hashes are `task_keys`) up at once: mark them idle for `lease`, so the next sweep
+    /// by any worker reclaims them without waiting out the lease (graceful shutdown), and
+    /// count the hand-over on each task (`handovers`) so it is not an interrupted run.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn give_up(
+        &self,
+        stream: &str,
+        consumer: &str,
+        entries: &[String],
+        task_keys: &[String],
+        lease: Duration,
+    ) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        for key in task_keys {
+            let _: i64 = self
+                .scripts
+                .handover
+                .key(key)
+                .invoke_async(&mut con)
+                .await?;
+        }
+        self.claim_ids(stream, consumer, entries, Some(lease)).await
+    }
+
+    async fn claim_ids(
+        &self,
+        stream: &str,
+        consumer: &str,
+        entries: &[String],
+        idle: Option<Duration>,
+    ) -> StoreResult<()> {
+        const CHUNK: usize = 100;
+        let key = stream;
+        let mut con = self.con.clone();
+        for chunk in entries.chunks(CHUNK) {
+            let mut cmd = redis::cmd("XCLAIM");
+            cmd.arg(key)
+                .arg(keys::GROUP)
+                .arg(consumer)
+                .arg(0)
+                .arg(chunk);
+            if let Some(idle) = idle {
+                cmd.arg("IDLE")
+                    .arg(u64::try_from(idle.as_millis()).unwrap_or(u64::MAX));
+            }
+            cmd.arg("JUSTID");
+            let _: redis::Value = cmd.query_async(&mut con).await?;
+        }
+        Ok(())
+    }
+
+    /// Every stream of `queue`: one for one Redis, one per shard in a cluster.
+    pub fn queue_streams(&self, queue: &str) -> Vec<String> {
+        self.layout.queue_streams(queue)
+    }
+
+    /// Take (or, holding it, extend) the fleet-wide sweep lease of `stream` of `queue` for `hold`
+    /// (`SET NX PX`): only one worker sweeps a queue at a time.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn take_sweep_lease(
+        &self,
+        queue: &str,
+        stream: &str,
+        consumer: &str,
+        hold: Duration,
+    ) -> StoreResult<bool> {
+        let mut con = self.con.clone();
+        let held: i64 = self
+            .scripts
+            .sweep_lease
+            .key(self.layout.sweep_key(queue, stream))
+            .arg(consumer)
+            .arg(u64::try_from(hold.as_millis()).unwrap_or(u64::MAX))
+            .invoke_async(&mut con)
+            .await?;
+        Ok(held == 1)
+    }
+
+    /// Claim up to `count` entries of `queue` idle for at least `min_idle` (their worker
+    /// stopped renewing), starting at `cursor`; returns them and the cursor to go on from.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn reclaim(
+        &self,
+        queue: &str,
+        stream: &str,
+        consumer: &str,
+        min_idle: Duration,
+        cursor: &str,
+        count: usize,
+    ) -> StoreResult<(Vec<Delivery>, String)> {
+        let mut con = self.con.clone();
+        let reply: redis::streams::StreamAutoClaimReply = con
+            .xautoclaim_options(
+                stream,
+                keys::GROUP,
+                consumer,
+                u64::try_from(min_idle.as_millis()).unwrap_or(u64::MAX),
+                cursor,
+                redis::streams::StreamAutoClaimOptions::default().count(count),
+            )
+            .await?;
+        let deliveries = reply
+            .claimed
+            .into_iter()
+            .map(|entry| delivery(queue, stream, entry, false))
+            .collect();
+        Ok((deliveries, reply.next_stream_id))
+    }
+}
+
+fn write_outcome(reply: &[String]) -> StoreResult<Write> {
+    match reply.first().map(String::as_str) {
+        Some("ok") => Ok(Write::Ok),
+        Some("gone") => Ok(Write::Gone),
+        Some("terminal") => Ok(Write::Terminal),
+        Some("fenced") => Ok(Write::Fenced),
+        _ => Err(StoreError::Corrupt(format!("write: {reply:?}"))),
+    }
+}
+
+pub(crate) fn delivery(
+    queue: &str,
+    stream: &str,
+    entry: redis::streams::StreamId,
+    fresh: bool,
+) -> Delivery {
+    let task_id: String = entry.get("task").unwrap_or_default();
+    let stream_owner: Option<String> = entry.get("owner");
+    let job = entry
+        .get::<String>("job")
+        .ok_or_else(|| "job entry has no job field".to_owned())
+        .and_then(|j| serde_json::from_str(&j).map_err(|e| format!("undecodable job: {e}")));
+    // Entries written before the owner had its own field carry it in the job only.
+    let owner = stream_owner
+        .or_else(|| {
+            job.as_ref()
+                .ok()
+                .map(|j: &Job| j.owner.clone())
+                .filter(|o| !o.is_empty())
+        })
+        .unwrap_or_else(|| mcp_tasks_protocol::meta::ANONYMOUS_OWNER.to_owned());
+    Delivery {
+        queue: queue.to_owned(),
+        stream: stream.to_owned(),
+        entry: entry.id,
+        task_id,
+        owner,
+        job,
+        fresh,
+    }
+}

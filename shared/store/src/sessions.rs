@@ -1,0 +1,201 @@
+//! 2025-era sessions: the session record, the tasks a session created, synchronous calls
+//! in flight, and what `tasks/list` has listed.
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+
+use crate::{Store, StoreResult, keys};
+
+impl Store {
+    /// Store a 2025-era session record for `ttl` (idle timeout).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn put_session(&self, id: &str, record: &str, ttl: Duration) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let _: () = con.pset_ex(keys::session_key(id), record, ttl_ms).await?;
+        Ok(())
+    }
+
+    /// Read a session record and restart its idle timeout, in one command (`GETEX`);
+    /// `None` when it never existed, expired or was ended.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn touch_session(&self, id: &str, ttl: Duration) -> StoreResult<Option<String>> {
+        let mut con = self.con.clone();
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let record: Option<String> = redis::cmd("GETEX")
+            .arg(keys::session_key(id))
+            .arg("PX")
+            .arg(ttl_ms)
+            .query_async(&mut con)
+            .await?;
+        Ok(record)
+    }
+
+    /// End a session; `false` when there was none.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn end_session(&self, id: &str) -> StoreResult<bool> {
+        let mut con = self.con.clone();
+        let (removed,): (u64,) = redis::pipe()
+            .del(keys::session_key(id))
+            .del(keys::session_tasks_key(id))
+            .ignore()
+            .query_async(&mut con)
+            .await?;
+        Ok(removed > 0)
+    }
+
+    /// Record a task a 2025 session created as a task: in the session's set (its `GET`
+    /// stream, kept `session_ttl`) and in `scope`'s list (`tasks/list`, kept `listed_ttl`,
+    /// at least as long as any task lives). One round trip.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn note_session_task(
+        &self,
+        session_id: &str,
+        scope: &str,
+        task_id: &str,
+        created_ms: i64,
+        session_ttl: Duration,
+        listed_ttl: Duration,
+    ) -> StoreResult<()> {
+        let set = keys::session_tasks_key(session_id);
+        let listed = keys::listed_key(scope);
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1);
+        // Two keys of two slots: one pipeline each (a cluster refuses a cross-slot one), sent
+        // together.
+        let (mut a, mut b) = (self.con.clone(), self.con.clone());
+        let mut session = redis::pipe();
+        session
+            .sadd(&set, task_id)
+            .ignore()
+            .pexpire(&set, ms(session_ttl))
+            .ignore();
+        let mut list = redis::pipe();
+        list.zadd(&listed, task_id, created_ms)
+            .ignore()
+            .pexpire(&listed, ms(listed_ttl))
+            .ignore();
+        let (session, list) = tokio::join!(
+            session.query_async::<()>(&mut a),
+            list.query_async::<()>(&mut b)
+        );
+        session?;
+        list?;
+        Ok(())
+    }
+
+    /// The tasks of session `session_id`, restarting the set's expiry (`ttl`).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn session_tasks(&self, session_id: &str, ttl: Duration) -> StoreResult<Vec<String>> {
+        let set = keys::session_tasks_key(session_id);
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1);
+        let mut con = self.con.clone();
+        let (ids,): (Vec<String>,) = redis::pipe()
+            .smembers(&set)
+            .pexpire(&set, ttl_ms)
+            .ignore()
+            .query_async(&mut con)
+            .await?;
+        Ok(ids)
+    }
+
+    /// Forget tasks of session `session_id` (ended or expired ones).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn forget_session_tasks(
+        &self,
+        session_id: &str,
+        task_ids: &[String],
+    ) -> StoreResult<()> {
+        if task_ids.is_empty() {
+            return Ok(());
+        }
+        let mut con = self.con.clone();
+        let _: () = con
+            .srem(keys::session_tasks_key(session_id), task_ids)
+            .await?;
+        Ok(())
+    }
+
+    /// Remember that request `request_id` of session `session_id` runs as task `task_id`.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn remember_call(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        task_id: &str,
+        ttl: Duration,
+    ) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let _: () = con
+            .pset_ex(keys::call_key(session_id, request_id), task_id, ttl_ms)
+            .await?;
+        Ok(())
+    }
+
+    /// Forget the task of request `request_id` of session `session_id` (the call ended).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn forget_call(&self, session_id: &str, request_id: &str) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        let _: () = con.del(keys::call_key(session_id, request_id)).await?;
+        Ok(())
+    }
+
+    /// The task request `request_id` of session `session_id` runs as, if remembered.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn called_task(
+        &self,
+        session_id: &str,
+        request_id: &str,
+    ) -> StoreResult<Option<String>> {
+        let mut con = self.con.clone();
+        Ok(con.get(keys::call_key(session_id, request_id)).await?)
+    }
+
+    /// Page `start..start+count` of the tasks listed for `scope`, newest first.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn listed_tasks(
+        &self,
+        scope: &str,
+        start: usize,
+        count: usize,
+    ) -> StoreResult<Vec<String>> {
+        let mut con = self.con.clone();
+        let stop = isize::try_from(start + count).unwrap_or(isize::MAX) - 1;
+        let start = isize::try_from(start).unwrap_or(isize::MAX);
+        Ok(con.zrevrange(keys::listed_key(scope), start, stop).await?)
+    }
+
+    /// Forget listed tasks of `scope` (expired ones).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn forget_listed(&self, scope: &str, task_ids: &[String]) -> StoreResult<()> {
+        if task_ids.is_empty() {
+            return Ok(());
+        }
+        let mut con = self.con.clone();
+        let _: () = con.zrem(keys::listed_key(scope), task_ids).await?;
+        Ok(())
+    }
+}

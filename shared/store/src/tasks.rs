@@ -1,0 +1,339 @@
+//! Tasks: create (with the owner's limits), read, answer and cancel; what a client's
+//! requests do to a task's hash.
+
+use redis::AsyncCommands;
+
+use crate::{
+    EXPIRED_RETENTION_MS, Job, Store, StoreError, StoreResult, TaskRecord, flat_strings, keys,
+    observe,
+};
+
+/// What the gateway stores for a new task and its job.
+#[derive(Debug, Clone)]
+pub struct NewTask<'a> {
+    /// Fresh id from [`new_task_id`].
+    pub id: &'a str,
+    /// Lifetime; `None` never expires.
+    pub ttl_ms: Option<u64>,
+    /// Suggested poll interval.
+    pub poll_ms: u64,
+    /// Principal digest.
+    pub owner: &'a str,
+    /// The owner's limits to enforce.
+    pub limits: OwnerLimits,
+    /// Queue to enqueue on.
+    pub queue: &'a str,
+    /// The job.
+    pub job: &'a Job,
+}
+
+/// Per-owner limits checked when a task is created (0 turns one off).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OwnerLimits {
+    /// Tasks per minute.
+    pub per_minute: u32,
+    /// Unfinished tasks at once.
+    pub active: u32,
+}
+
+/// Which limit refused a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// [`OwnerLimits::per_minute`].
+    PerMinute,
+    /// [`OwnerLimits::active`].
+    Active,
+}
+
+/// Outcome of [`Store::create_task`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Created {
+    /// Created at this time (ms since the epoch, Redis clock).
+    At(i64),
+    /// Refused by the owner's limit; nothing was written.
+    Limited(Limit),
+}
+
+/// Outcome of [`Store::answer`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Answers recorded (or ignored: keys not outstanding, terminal task).
+    Ok,
+    /// No such task for this owner.
+    NotFound,
+    /// The answer for an outstanding key has the wrong shape; nothing was recorded.
+    Invalid {
+        /// The key.
+        key: String,
+        /// The method of the request it answers.
+        method: String,
+    },
+}
+
+impl Store {
+    /// Create the task hash (with expiry) and enqueue its job, atomically; returns `createdAt` ms.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "create", task.id = %t.id))]
+    pub async fn create_task(&self, t: &NewTask<'_>) -> StoreResult<Created> {
+        let job = serde_json::to_string(t.job).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let ttl = t.ttl_ms.map(|v| v.to_string()).unwrap_or_default();
+        let minute = mcp_tasks_protocol::time::now_millis().max(0) as u64 / 60_000;
+        let mut con = self.con.clone();
+        if self.layout.is_cluster() {
+            return self.create_in_cluster(t, &ttl, job, minute).await;
+        }
+        let reply: Vec<redis::Value> = self
+            .scripts
+            .create
+            .key(keys::task_key(t.id, t.owner))
+            .key(keys::queue_key(t.queue))
+            .key(keys::rate_key(t.owner, minute))
+            .key(keys::active_key(t.owner))
+            .arg(t.id)
+            .arg(ttl)
+            .arg(t.poll_ms)
+            .arg(t.owner)
+            .arg(&t.job.tool)
+            .arg(t.queue)
+            .arg(job)
+            .arg(t.ttl_ms.map_or(0, |ttl| ttl.min(EXPIRED_RETENTION_MS)))
+            .arg(t.limits.per_minute)
+            .arg(t.limits.active)
+            .invoke_async(&mut con)
+            .await?;
+        created(flat_strings(reply)?)
+    }
+
+    /// [`Store::create_task`] in a cluster: the owner's limits (their own slot) are checked
+    /// and counted first, then the task and its job are written in the shard's slot. A
+    /// create that fails after its limits were counted takes them back (best effort).
+    async fn create_in_cluster(
+        &self,
+        t: &NewTask<'_>,
+        ttl: &str,
+        job: String,
+        minute: u64,
+    ) -> StoreResult<Created> {
+        let mut con = self.con.clone();
+        let limited = t.limits.per_minute > 0 || t.limits.active > 0;
+        if limited {
+            let reply: Vec<redis::Value> = self
+                .scripts
+                .limits
+                .key(keys::rate_key(t.owner, minute))
+                .key(keys::active_key(t.owner))
+                .arg(t.id)
+                .arg(ttl)
+                .arg(t.limits.per_minute)
+                .arg(t.limits.active)
+                .invoke_async(&mut con)
+                .await?;
+            let reply = flat_strings(reply)?;
+            if reply.first().is_some_and(|s| s == "limit") {
+                return created(reply);
+            }
+        }
+        let reply: redis::RedisResult<Vec<redis::Value>> = self
+            .scripts
+            .create
+            .key(self.layout.task_key(t.id, t.owner))
+            .key(self.layout.task_stream(t.id, t.queue))
+            .arg(t.id)
+            .arg(ttl)
+            .arg(t.poll_ms)
+            .arg(t.owner)
+            .arg(&t.job.tool)
+            .arg(t.queue)
+            .arg(job)
+            .arg(t.ttl_ms.map_or(0, |ttl| ttl.min(EXPIRED_RETENTION_MS)))
+            .arg(0)
+            .arg(0)
+            .invoke_async(&mut con)
+            .await;
+        match reply {
+            Ok(reply) => created(flat_strings(reply)?),
+            Err(e) => {
+                if limited {
+                    // Not created: give the counts back, so a failure is not a creation.
+                    let mut undo = redis::pipe();
+                    if t.limits.per_minute > 0 {
+                        undo.decr(keys::rate_key(t.owner, minute), 1).ignore();
+                    }
+                    if t.limits.active > 0 {
+                        undo.zrem(keys::active_key(t.owner), t.id).ignore();
+                    }
+                    let undone: redis::RedisResult<()> = undo.query_async(&mut con).await;
+                    if let Err(undo_error) = undone {
+                        tracing::debug!(error = %undo_error, "owner limits not given back");
+                    }
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Drop the finished (or vanished) tasks from `owner`'s unfinished set; returns how
+    /// many left it. Run when the owner reaches the limit, so the count is exact then.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn prune_active(&self, owner: &str) -> StoreResult<usize> {
+        let key = keys::active_key(owner);
+        let mut con = self.con.clone();
+        let ids: Vec<String> = con.zrange(&key, 0, -1).await?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let statuses: Vec<Option<String>> = if self.layout.is_cluster() {
+            // A pipeline must stay in one slot in a cluster: one command per task, sent
+            // together on the multiplexed connections.
+            let reads = ids.iter().map(|id| {
+                let mut con = self.con.clone();
+                let key = self.layout.task_key(id, owner);
+                async move { con.hget::<_, _, Option<String>>(key, "status").await }
+            });
+            futures_util::future::try_join_all(reads).await?
+        } else {
+            let mut pipe = redis::pipe();
+            for id in &ids {
+                pipe.hget(keys::task_key(id, owner), "status");
+            }
+            pipe.query_async(&mut con).await?
+        };
+        let done: Vec<&String> = ids
+            .iter()
+            .zip(&statuses)
+            .filter(|(_, s)| {
+                s.as_deref()
+                    .is_none_or(|s| matches!(s, "completed" | "failed" | "cancelled"))
+            })
+            .map(|(id, _)| id)
+            .collect();
+        if !done.is_empty() {
+            let _: () = con.zrem(&key, &done).await?;
+        }
+        Ok(done.len())
+    }
+
+    /// Read one task (one `HGETALL`); `None` when unknown or expired.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "get", task.id = %id))]
+    pub async fn get_task(&self, id: &str, owner: &str) -> StoreResult<Option<TaskRecord>> {
+        let mut con = self.con.clone();
+        let fields: Vec<(String, String)> = con.hgetall(self.layout.task_key(id, owner)).await?;
+        Ok(TaskRecord::from_fields(id, fields))
+    }
+
+    /// Read several tasks in one pipeline.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn get_tasks(
+        &self,
+        ids: &[String],
+        owner: &str,
+    ) -> StoreResult<Vec<Option<TaskRecord>>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let replies: Vec<Vec<(String, String)>> = if self.layout.is_cluster() {
+            // One slot per pipeline in a cluster: one command per task, sent together.
+            let reads = ids.iter().map(|id| {
+                let mut con = self.con.clone();
+                let key = self.layout.task_key(id, owner);
+                async move { con.hgetall::<_, Vec<(String, String)>>(key).await }
+            });
+            futures_util::future::try_join_all(reads).await?
+        } else {
+            let mut pipe = redis::pipe();
+            for id in ids {
+                pipe.hgetall(keys::task_key(id, owner));
+            }
+            let mut con = self.con.clone();
+            pipe.query_async(&mut con).await?
+        };
+        Ok(ids
+            .iter()
+            .zip(replies)
+            .map(|(id, fields)| TaskRecord::from_fields(id, fields))
+            .collect())
+    }
+
+    /// `tasks/update`: record `answers` (key, shape mask, answer JSON) for `owner`'s task.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "answer", task.id = %id))]
+    pub async fn answer(
+        &self,
+        id: &str,
+        owner: &str,
+        answers: &[(String, u8, String)],
+    ) -> StoreResult<Answer> {
+        let mut inv = self.scripts.answer.key(self.layout.task_key(id, owner));
+        inv.arg(self.layout.events_channel(id)).arg(owner);
+        for (key, mask, json) in answers {
+            inv.arg(key).arg(*mask).arg(json);
+        }
+        let mut con = self.con.clone();
+        let reply = flat_strings(inv.invoke_async(&mut con).await?)?;
+        match reply.as_slice() {
+            [ok] if ok == "ok" => Ok(Answer::Ok),
+            [nf] if nf == "notfound" => Ok(Answer::NotFound),
+            [inv, key, method] if inv == "invalid" => Ok(Answer::Invalid {
+                key: key.clone(),
+                method: method.clone(),
+            }),
+            other => Err(StoreError::Corrupt(format!("answer: {other:?}"))),
+        }
+    }
+
+    /// `tasks/cancel` for `owner`; `false` when there is no such task for that owner.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "cancel", task.id = %id))]
+    pub async fn cancel(&self, id: &str, owner: &str) -> StoreResult<bool> {
+        let mut con = self.con.clone();
+        let key = self.layout.task_key(id, owner);
+        let mut inv = self.scripts.cancel.key(&key);
+        inv.arg(self.layout.events_channel(id))
+            .arg(owner)
+            .arg(keys::GROUP);
+        if self.layout.is_cluster() {
+            // A cluster runs a script only on the keys it declares: read which stream the
+            // job is on first (it never changes; the script checks it).
+            let stream: Option<String> = con.hget(&key, "stream").await?;
+            if let Some(stream) = stream {
+                inv.key(stream);
+            }
+            inv.arg("declared");
+        }
+        let reply = flat_strings(inv.invoke_async(&mut con).await?)?;
+        let found = reply.first().is_some_and(|s| s == "ok");
+        if let Some(tool) = reply.get(1) {
+            // Ended here, not by a worker: counted here.
+            observe::report(observe::Observed::CancelledUnrun { tool });
+        }
+        Ok(found)
+    }
+}
+
+/// The create script's reply (or the limits script's refusal).
+fn created(reply: Vec<String>) -> StoreResult<Created> {
+    match reply.as_slice() {
+        [limit, which] if limit == "limit" => Ok(Created::Limited(match which.as_str() {
+            "rate" => Limit::PerMinute,
+            _ => Limit::Active,
+        })),
+        [at] => at
+            .parse()
+            .map(Created::At)
+            .map_err(|_| StoreError::Corrupt(format!("create returned {at:?}"))),
+        other => Err(StoreError::Corrupt(format!("create returned {other:?}"))),
+    }
+}
