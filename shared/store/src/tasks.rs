@@ -11,7 +11,7 @@ use crate::{
 /// What the gateway stores for a new task and its job.
 #[derive(Debug, Clone)]
 pub struct NewTask<'a> {
-    /// Fresh id from [`new_task_id`].
+    /// Fresh id from [`crate::new_task_id`].
     pub id: &'a str,
     /// Lifetime; `None` never expires.
     pub ttl_ms: Option<u64>,
