@@ -260,7 +260,10 @@ fn redis_url(src: &dyn Source) -> Result<String, ConfigError> {
 
 /// `MCPT_QUEUE_SHARDS` for the Redis at `url`: 1 to [`mcp_tasks_store::keys::MAX_SHARDS`] in a
 /// cluster (default [`DEFAULT_QUEUE_SHARDS`]), exactly 1 standalone.
-fn queue_shards(src: &dyn Source, url: &str) -> Result<u16, ConfigError> {
+///
+/// # Errors
+/// A value that is not a shard count, or one set for a single Redis.
+pub fn queue_shards(src: &dyn Source, url: &str) -> Result<u16, ConfigError> {
     let cluster = matches!(RedisTarget::parse(url), Some(RedisTarget::Cluster(_)));
     if cluster {
         parsed(

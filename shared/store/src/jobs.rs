@@ -111,6 +111,9 @@ impl Store {
     /// Redis unavailable.
     pub async fn ensure_groups(&self, queues: &[String]) -> StoreResult<()> {
         let mut con = self.con.clone();
+        if !queues.is_empty() {
+            let _: () = con.sadd(keys::QUEUES_KEY, queues).await?;
+        }
         for stream in queues.iter().flat_map(|q| self.layout.queue_streams(q)) {
             let r: redis::RedisResult<()> =
                 con.xgroup_create_mkstream(stream, keys::GROUP, "0").await;

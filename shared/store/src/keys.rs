@@ -78,6 +78,9 @@ pub fn listed_key(scope: &str) -> String {
 
 /// `mcpt:tools` — hash of tool advertisements (tool name → JSON), written by live workers.
 pub const TOOLS_KEY: &str = "mcpt:tools";
+/// `mcpt:queues` — set of every queue a worker has served (added by its start), so
+/// operators can list queues without scanning the key space.
+pub const QUEUES_KEY: &str = "mcpt:queues";
 
 /// The consumer group every queue stream has.
 pub const GROUP: &str = "workers";

@@ -6,6 +6,7 @@
 //! | `mcpt:queue:{NAME}` | stream, group `workers` | `task` id, `job` JSON (tool, arguments, capabilities, MRTR answers, trace context) | create script; XACK + XDEL by start/finish scripts | entries deleted once done |
 //! | `mcpt:events:{ID}` | channel | the whole task hash as a flat JSON array, after each change | scripts | — |
 //! | `mcpt:tools` | hash | tool name → [`registry::ToolAdvert`] JSON | workers' heartbeats | stale after 15 s |
+//! | `mcpt:queues` | set | every queue name a worker has served | worker start | — |
 //!
 //! In Redis Cluster (`MCPT_REDIS_URL` naming several nodes, see [`RedisTarget`])
 //! a task's hash and channel and its queue's stream carry the tag of the task's shard
@@ -44,7 +45,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 
 pub use jobs::{Ask, Delivery, Finish, Job, Start, Write};
-pub use queues::QueueDepth;
+pub use queues::{Consumer, QueueDepth};
 pub use reader::JobReader;
 pub use record::TaskRecord;
 pub use target::RedisTarget;

@@ -1,5 +1,8 @@
-//! Queue depth: length, consumer-group lag and pending entries of each queue, for the
-//! workers' gauges and the operators' `mcp-tasks queues`.
+//! Queues as operators see them: their names, depth (length, consumer-group lag, pending
+//! entries) and consumers, for the workers' gauges and `mcp-tasks queues` / `workers`. In a
+//! cluster each figure is summed over the queue's shard streams.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use redis::AsyncCommands;
 
@@ -16,7 +19,64 @@ pub struct QueueDepth {
     pub pending: u64,
 }
 
+/// One consumer (worker) of a queue's group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Consumer {
+    /// Its name: the worker's consumer id.
+    pub name: String,
+    /// Entries delivered to it and not yet acknowledged.
+    pub pending: u64,
+    /// Milliseconds since it last read or claimed (the least over a cluster's streams).
+    pub idle_ms: u64,
+}
+
 impl Store {
+    /// Every queue a worker has served or a live tool advertises, sorted.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn queue_names(&self) -> StoreResult<Vec<String>> {
+        let mut con = self.con.clone();
+        let served: Vec<String> = con.smembers(keys::QUEUES_KEY).await?;
+        let mut names: BTreeSet<String> = served.into_iter().collect();
+        names.extend(self.adverts().await?.into_iter().map(|a| a.queue));
+        Ok(names.into_iter().collect())
+    }
+
+    /// The consumers of `queue`'s group, by name (none before a worker has read it).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn queue_consumers(&self, queue: &str) -> StoreResult<Vec<Consumer>> {
+        let mut con = self.con.clone();
+        let mut by_name: BTreeMap<String, Consumer> = BTreeMap::new();
+        for key in self.layout.queue_streams(queue) {
+            let reply: redis::RedisResult<redis::streams::StreamInfoConsumersReply> =
+                con.xinfo_consumers(&key, keys::GROUP).await;
+            let consumers = match reply {
+                Ok(reply) => reply.consumers,
+                // No stream or no group yet: no consumers.
+                Err(e)
+                    if e.kind()
+                        == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
+                {
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            for c in consumers {
+                let entry = by_name.entry(c.name.clone()).or_insert(Consumer {
+                    name: c.name,
+                    pending: 0,
+                    idle_ms: u64::MAX,
+                });
+                entry.pending += c.pending as u64;
+                entry.idle_ms = entry.idle_ms.min(c.idle as u64);
+            }
+        }
+        Ok(by_name.into_values().collect())
+    }
+
     /// Length, consumer-group lag and pending count of `queue` (all zero before the queue
     /// exists). Lag Redis cannot compute (after deletions inside the unread part) is taken
     /// as the entries neither pending nor acknowledged.

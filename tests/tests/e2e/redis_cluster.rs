@@ -153,11 +153,47 @@ async fn list_2025(client: &Client, count: u64) -> Result<(Vec<String>, Vec<Stri
 #[tokio::test]
 async fn whole_flow_runs_on_a_three_master_cluster() -> Result<()> {
     let stack = Stack::start().await?;
-    let result = flow(&stack).await;
+    let mut result = flow(&stack).await;
+    if result.is_ok() {
+        result = operator_views(&stack);
+    }
     if result.is_err() {
         eprintln!("{}", stack.logs());
     }
     result
+}
+
+/// `mcp-tasks queues` and `workers` read a cluster as they read one Redis: the default
+/// queue summed over its shard streams, both workers as its consumers, the live tools.
+fn operator_views(stack: &Stack) -> Result<()> {
+    let run = |command: &str| -> Result<String> {
+        let out = std::process::Command::new(mcp_tasks_tests::binary("mcp-tasks"))
+            .args([command, "--redis", &stack.cluster.url()])
+            .env("MCPT_QUEUE_SHARDS", SHARDS)
+            .output()?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !out.status.success() {
+            bail!(
+                "mcp-tasks {command}: {}; stdout {stdout:?}, stderr {:?}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(stdout)
+    };
+    let queues = run("queues")?;
+    let row = queues
+        .lines()
+        .find(|l| l.starts_with("default "))
+        .with_context(|| format!("no default queue: {queues}"))?;
+    if row.split_whitespace().last() != Some("2") {
+        bail!("two workers should consume the default queue: {queues}");
+    }
+    let workers = run("workers")?;
+    if !workers.lines().any(|l| l.starts_with("sleep ")) || !workers.contains("CONSUMER") {
+        bail!("workers should list the sleep tool and the consumers: {workers}");
+    }
+    Ok(())
 }
 
 async fn flow(stack: &Stack) -> Result<()> {

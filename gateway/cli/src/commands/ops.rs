@@ -1,149 +1,42 @@
-//! `queues` and `workers`: what operators read straight from Redis (the key table is in
-//! `shared/src/store/mod.rs`): the job streams `mcpt:queue:{NAME}` with their consumer group
-//! `workers`, and the tool advertisements in the hash `mcpt:tools`.
+//! `queues` and `workers`: what operators read from Redis, through the store (so one Redis
+//! and a Redis Cluster alike): each queue's depth and consumers, and the tool
+//! advertisements with their heartbeats.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use mcp_tasks_store::keys::{GROUP, TOOLS_KEY};
 use mcp_tasks_store::registry::ADVERT_STALE_MS;
-use redis::Value;
-use redis::aio::MultiplexedConnection;
+use mcp_tasks_store::{RedisTarget, Store, StoreError};
 
 use super::Fail;
 
-const QUEUE_PREFIX: &str = "mcpt:queue:";
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-fn redis_fail(url: &str) -> impl Fn(redis::RedisError) -> Fail + '_ {
-    move |e| Fail::runtime(format!("redis at {url}: {e}"))
-}
-
-/// Why `queues`/`workers` cannot read `url`, when it names a Redis Cluster.
-fn cluster_refusal(url: &str) -> Option<Fail> {
-    matches!(
-        mcp_tasks_shared::config::RedisTarget::parse(url),
-        Some(mcp_tasks_shared::config::RedisTarget::Cluster(_))
-    )
-    .then(|| {
-        Fail::usage(
-            "queues and workers read a single Redis, not a Redis Cluster: read the workers' mcpt_queue_length, mcpt_queue_lag and mcpt_queue_pending gauges on their /metrics instead".to_owned(),
-        )
-    })
-}
-
-async fn connect(url: &str) -> Result<MultiplexedConnection, Fail> {
-    if let Some(refusal) = cluster_refusal(url) {
-        return Err(refusal);
-    }
-    let client =
-        redis::Client::open(url).map_err(|e| Fail::usage(format!("bad Redis URL {url:?}: {e}")))?;
-    tokio::time::timeout(TIMEOUT, client.get_multiplexed_async_connection())
-        .await
-        .map_err(|_| Fail::runtime(format!("redis at {url}: no answer within 10 s")))?
-        .map_err(redis_fail(url))
-}
-
-async fn query(
-    con: &mut MultiplexedConnection,
+/// Run one store call with the CLI's timeout; failures name the Redis.
+async fn ask<T>(
     url: &str,
-    cmd: &redis::Cmd,
-) -> Result<Value, Fail> {
-    tokio::time::timeout(TIMEOUT, cmd.query_async::<Value>(con))
+    call: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, Fail> {
+    tokio::time::timeout(TIMEOUT, call)
         .await
         .map_err(|_| Fail::runtime(format!("redis at {url}: no answer within 10 s")))?
-        .map_err(redis_fail(url))
+        .map_err(|e| {
+            Fail::runtime(format!(
+                "redis at {url}: {}",
+                mcp_tasks_shared::error_chain(&e)
+            ))
+        })
 }
 
-/// A reply as text, when it is one.
-fn text(v: &Value) -> Option<String> {
-    match v {
-        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        Value::SimpleString(s) => Some(s.clone()),
-        Value::VerbatimString { text, .. } => Some(text.clone()),
-        Value::Okay => Some("OK".into()),
-        _ => None,
+async fn connect(url: &str) -> Result<Store, Fail> {
+    if RedisTarget::parse(url).is_none() {
+        return Err(Fail::usage(format!(
+            "bad Redis URL {url:?}: expected redis://, rediss://, unix:// or a cluster node list"
+        )));
     }
-}
-
-/// A reply as an integer, when it is one (`Nil` is not).
-fn int(v: &Value) -> Option<i64> {
-    match v {
-        Value::Int(i) => Some(*i),
-        _ => text(v).and_then(|t| t.parse().ok()),
-    }
-}
-
-/// A map-shaped reply (RESP3 map, or RESP2 flat array of pairs) as pairs.
-fn pairs(v: &Value) -> Vec<(String, Value)> {
-    match v {
-        Value::Map(m) => m
-            .iter()
-            .filter_map(|(k, v)| Some((text(k)?, v.clone())))
-            .collect(),
-        Value::Array(a) => a
-            .chunks(2)
-            .filter_map(|c| match c {
-                [k, v] => Some((text(k)?, v.clone())),
-                _ => None,
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-fn field<'a>(pairs: &'a [(String, Value)], name: &str) -> Option<&'a Value> {
-    pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v)
-}
-
-fn items(v: &Value) -> &[Value] {
-    match v {
-        Value::Array(a) | Value::Set(a) => a,
-        _ => &[],
-    }
-}
-
-/// The queue names (from `SCAN MATCH mcpt:queue:*`), sorted.
-async fn queue_names(con: &mut MultiplexedConnection, url: &str) -> Result<Vec<String>, Fail> {
-    let mut cursor = "0".to_owned();
-    let mut names = Vec::new();
-    loop {
-        let reply = query(
-            con,
-            url,
-            redis::cmd("SCAN")
-                .arg(&cursor)
-                .arg("MATCH")
-                .arg(format!("{QUEUE_PREFIX}*"))
-                .arg("COUNT")
-                .arg(1000)
-                .arg("TYPE")
-                .arg("stream"),
-        )
-        .await?;
-        let parts = items(&reply);
-        cursor = parts.first().and_then(text).unwrap_or_else(|| "0".into());
-        for key in parts.get(1).map(items).unwrap_or(&[]) {
-            if let Some(k) = text(key).and_then(|k| k.strip_prefix(QUEUE_PREFIX).map(str::to_owned))
-            {
-                // `mcpt:queue:{NAME}`: the braces are the cluster hash tag.
-                let name = k
-                    .strip_prefix('{')
-                    .and_then(|n| n.strip_suffix('}'))
-                    .map_or(k.clone(), str::to_owned);
-                names.push(name);
-            }
-        }
-        if cursor == "0" {
-            break;
-        }
-    }
-    names.sort();
-    names.dedup();
-    Ok(names)
-}
-
-fn queue_key(name: &str) -> String {
-    format!("{QUEUE_PREFIX}{{{name}}}")
+    // The shard count must be the servers' for a cluster's queues to be read whole.
+    let shards = mcp_tasks_shared::config::queue_shards(&mcp_tasks_shared::config::Env, url)
+        .map_err(Fail::usage)?;
+    ask(url, Store::connect_sharded(url, shards)).await
 }
 
 /// Print rows as a left-aligned table (numbers right-aligned) with a header.
@@ -195,42 +88,24 @@ fn age(ms: i64) -> String {
     }
 }
 
-fn show(v: Option<&Value>) -> String {
-    v.and_then(int)
-        .map_or_else(|| "-".into(), |i| i.to_string())
-}
-
 /// `queues`: length, consumer-group lag, pending and consumers per queue.
 pub(crate) async fn queues(url: &str) -> Result<(), Fail> {
-    let mut con = connect(url).await?;
-    let names = queue_names(&mut con, url).await?;
+    let store = connect(url).await?;
+    let names = ask(url, store.queue_names()).await?;
     if names.is_empty() {
         println!("no queues (no worker has started against this Redis)");
         return Ok(());
     }
     let mut rows = Vec::new();
     for name in &names {
-        let key = queue_key(name);
-        let len = query(&mut con, url, redis::cmd("XLEN").arg(&key)).await?;
-        let groups = query(&mut con, url, redis::cmd("XINFO").arg("GROUPS").arg(&key)).await?;
-        let group = items(&groups)
-            .iter()
-            .map(pairs)
-            .find(|g| field(g, "name").and_then(text).as_deref() == Some(GROUP));
-        let (lag, pending, consumers) = match &group {
-            Some(g) => (
-                show(field(g, "lag")),
-                show(field(g, "pending")),
-                show(field(g, "consumers")),
-            ),
-            None => ("-".into(), "-".into(), "0".into()),
-        };
+        let depth = ask(url, store.queue_depth(name)).await?;
+        let consumers = ask(url, store.queue_consumers(name)).await?;
         rows.push(vec![
             name.clone(),
-            show(Some(&len)),
-            lag,
-            pending,
-            consumers,
+            depth.length.to_string(),
+            depth.lag.to_string(),
+            depth.pending.to_string(),
+            consumers.len().to_string(),
         ]);
     }
     table(&["QUEUE", "LENGTH", "LAG", "PENDING", "CONSUMERS"], &rows);
@@ -239,31 +114,25 @@ pub(crate) async fn queues(url: &str) -> Result<(), Fail> {
 
 /// `workers`: live tool advertisements, then the consumers of each queue's group.
 pub(crate) async fn workers(url: &str) -> Result<(), Fail> {
-    let mut con = connect(url).await?;
+    let store = connect(url).await?;
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
-    let adverts = query(&mut con, url, redis::cmd("HGETALL").arg(TOOLS_KEY)).await?;
-    let mut tools: Vec<Vec<String>> = pairs(&adverts)
+    let mut tools: Vec<Vec<String>> = ask(url, store.adverts())
+        .await?
         .into_iter()
-        .map(|(name, v)| {
-            let advert: serde_json::Value = text(&v)
-                .and_then(|t| serde_json::from_str(&t).ok())
-                .unwrap_or_default();
-            let heartbeat = advert["heartbeat_ms"].as_i64();
-            let state = match heartbeat {
-                Some(h) if now_ms - h > ADVERT_STALE_MS => {
-                    format!("{} ago (stale)", age(now_ms - h))
-                }
-                Some(h) => format!("{} ago", age(now_ms - h)),
-                None => "unknown".into(),
+        .map(|advert| {
+            let since = now_ms - advert.heartbeat_ms;
+            let state = if since > ADVERT_STALE_MS {
+                format!("{} ago (stale)", age(since))
+            } else {
+                format!("{} ago", age(since))
             };
-            vec![
-                name,
-                advert["queue"].as_str().unwrap_or("?").to_owned(),
-                advert["policy"].as_str().unwrap_or("?").to_owned(),
-                state,
-            ]
+            let policy = serde_json::to_value(advert.policy)
+                .ok()
+                .and_then(|p| p.as_str().map(str::to_owned))
+                .unwrap_or_else(|| "?".to_owned());
+            vec![advert.tool.name, advert.queue, policy, state]
         })
         .collect();
     tools.sort();
@@ -274,27 +143,13 @@ pub(crate) async fn workers(url: &str) -> Result<(), Fail> {
     }
     println!();
     let mut consumers = Vec::new();
-    for name in queue_names(&mut con, url).await? {
-        let reply = query(
-            &mut con,
-            url,
-            redis::cmd("XINFO")
-                .arg("CONSUMERS")
-                .arg(queue_key(&name))
-                .arg(GROUP),
-        )
-        .await;
-        let Ok(reply) = reply else {
-            continue; // no group yet
-        };
-        for c in items(&reply).iter().map(pairs) {
+    for name in ask(url, store.queue_names()).await? {
+        for c in ask(url, store.queue_consumers(&name)).await? {
             consumers.push(vec![
                 name.clone(),
-                field(&c, "name").and_then(text).unwrap_or_default(),
-                show(field(&c, "pending")),
-                field(&c, "idle")
-                    .and_then(int)
-                    .map_or_else(|| "-".into(), age),
+                c.name,
+                c.pending.to_string(),
+                age(i64::try_from(c.idle_ms).unwrap_or(i64::MAX)),
             ]);
         }
     }
@@ -310,39 +165,11 @@ pub(crate) async fn workers(url: &str) -> Result<(), Fail> {
 mod tests {
     use super::*;
 
-    /// A cluster URL is refused with a line saying where to look instead; one URL is not.
-    #[test]
-    fn cluster_urls_are_refused_with_a_pointer() {
-        for url in [
-            "redis+cluster://10.0.0.1:7000,10.0.0.2:7000",
-            "redis://10.0.0.1:7000,redis://10.0.0.2:7000",
-        ] {
-            let Some(fail) = cluster_refusal(url) else {
-                panic!("{url} accepted");
-            };
-            assert!(
-                format!("{fail:?}").contains("mcpt_queue_length"),
-                "{fail:?}"
-            );
-        }
-        assert!(cluster_refusal("redis://127.0.0.1:6379").is_none());
-    }
-
     #[test]
     fn ages_read_well() {
         assert_eq!(age(850), "850ms");
         assert_eq!(age(12_340), "12.3s");
         assert_eq!(age(245_000), "4m05s");
         assert_eq!(age(7_800_000), "2h10m");
-    }
-
-    #[test]
-    fn map_replies_of_both_protocols() {
-        let resp2 = Value::Array(vec![Value::BulkString(b"lag".to_vec()), Value::Int(3)]);
-        let resp3 = Value::Map(vec![(Value::SimpleString("lag".into()), Value::Int(3))]);
-        for v in [resp2, resp3] {
-            assert_eq!(show(field(&pairs(&v), "lag")), "3");
-        }
-        assert_eq!(show(Some(&Value::Nil)), "-");
     }
 }
