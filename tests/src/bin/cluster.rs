@@ -13,21 +13,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 use bytes::Bytes;
+use clap::Parser;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use mcp_tasks_tests::{Client, Gateway, RedisServer, Worker, caps_none, poll_until};
-use serde_json::json;
+use mcp_tasks_tests::{Client, Gateway, RedisServer, Worker, cli};
 
-const HELP: &str = "\
-cluster: run mcp-tasks as processes on loopback, without Docker.
+const ABOUT: &str = "cluster: run mcp-tasks as processes on loopback, without Docker.";
 
-USAGE
+const AFTER_HELP: &str = "\
+HOW TO RUN
   cargo build --bins
   cargo run -p mcp-tasks-tests --bin cluster -- [OPTIONS]
 
@@ -46,43 +46,26 @@ COMMANDS (stdin, one per line)
   quit     SIGTERM everything and exit 0
   At end of stdin it keeps running until Ctrl-C or SIGTERM, then stops everything.
   One line on stderr per event.
-
-OPTIONS
-  --gateways N     gateways (default 2)
-  --workers N      workers at start (default 3)
-  --listen ADDR    load balancer address (default 127.0.0.1:8080; port 0 picks a free one)
-  -h, --help       this text
 ";
 
+/// The options. Defaults, names and meanings are those of the README's `### Local cluster`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cluster",
+    about = ABOUT,
+    after_help = AFTER_HELP,
+    args_override_self = true
+)]
 struct Args {
+    /// gateways
+    #[arg(long, value_name = "N", default_value = "2", value_parser = cli::at_least(1usize))]
     gateways: usize,
+    /// workers at start
+    #[arg(long, value_name = "N", default_value_t = 3)]
     workers: usize,
+    /// load balancer address (port 0 picks a free one)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-}
-
-/// `Ok(None)` for `--help`.
-fn parse_args() -> Result<Option<Args>> {
-    let mut a = Args {
-        gateways: 2,
-        workers: 3,
-        listen: "127.0.0.1:8080".parse()?,
-    };
-    let Some(flags) = mcp_tasks_tests::flags()? else {
-        return Ok(None);
-    };
-    for (name, v) in flags {
-        let value = || -> Result<String> { Ok(v.clone()) };
-        match name.as_str() {
-            "--gateways" => a.gateways = value()?.parse().context("--gateways")?,
-            "--workers" => a.workers = value()?.parse().context("--workers")?,
-            "--listen" => a.listen = value()?.parse().context("--listen")?,
-            other => bail!("unknown option {other}"),
-        }
-    }
-    if a.gateways == 0 {
-        bail!("--gateways must be at least 1");
-    }
-    Ok(Some(a))
 }
 
 fn event(msg: impl std::fmt::Display) {
@@ -337,16 +320,10 @@ async fn start(args: &Args) -> Result<(Fleet, tokio::net::TcpListener)> {
         fleet.add_worker()?;
     }
     if args.workers > 0 {
-        let client = Client::new(fleet.gateways[0].addr);
-        poll_until(Duration::from_secs(20), || async {
-            let r = client
-                .request("tools/list", json!({}), &caps_none())
-                .await
-                .ok()?;
-            (!r.body["result"]["tools"].as_array()?.is_empty()).then_some(())
-        })
-        .await
-        .context("the workers' tools never appeared in tools/list")?;
+        Client::new(fleet.gateways[0].addr)
+            .wait_for_tools(&[], Duration::from_secs(20))
+            .await
+            .context("the workers' tools never appeared in tools/list")?;
     }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -418,16 +395,9 @@ async fn run(args: Args) -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            print!("{HELP}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("cluster: {e:#}\n\n{HELP}");
-            return ExitCode::from(64);
-        }
+    let args = match cli::parse::<Args>("cluster", |_| Ok(())) {
+        Ok(a) => a,
+        Err(code) => return code,
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,0 +1,209 @@
+//! The bench command line: its options (clap derive), the texts of `--help`, and the
+//! checks that span several options.
+
+use std::net::{SocketAddr, ToSocketAddrs as _};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, anyhow};
+use clap::{ArgAction, Parser};
+use mcp_tasks_tests::cli;
+
+const ABOUT: &str = "\
+bench: throughput, latency and per-task costs of mcp-tasks on this machine. It prints
+figures and asserts nothing.";
+
+const AFTER_HELP: &str = "\
+HOW TO RUN
+  cargo build --release --workspace       # the gateway and worker binaries it starts
+  cargo run --release -p mcp-tasks-tests --bin bench -- [OPTIONS]
+
+  By default it starts its own stack from the binaries beside the bench executable (or
+  MCPT_BIN_DIR): a private redis-server (REDIS_SERVER_BIN), one gateway and one worker
+  (MCPT_TOOLS=demo, MCPT_CONCURRENCY=--worker-concurrency, limits off). RUST_LOG is passed
+  on to them (the default, info, logs a line per created task). Everything shares this
+  machine's cores with the bench process itself; the CPU table shows who used what.
+  DUR is like 500ms, 2s, 1m.
+
+WHAT IT MEASURES
+  Per concurrency C in --clients: C client tasks sharing one keep-alive HTTP/1.1 pool.
+  Each phase runs a warm-up (a fifth of --duration, at most 1 s) and then --duration;
+  operations completing inside the measured window count. The job queue is drained
+  between phases.
+    create      tools/call sleep {\"ms\":0} declaring the tasks extension: calls/s, p50/p99
+                of the HTTP request
+    get         tasks/get of one completed task: gets/s, p50/p99
+    e2e poll    create, then tasks/get back to back (no sleep) until completed: tasks/s,
+                p50/p99 of create -> completed observed, gets per task
+    e2e listen  create, then subscriptions/listen on that id, read until the terminal
+                notifications/tasks: tasks/s, p50/p99 (the task is mostly complete before
+                the stream opens: its terminal state then comes in the listen's snapshot;
+                counted)
+    push        the same with sleep {\"ms\":M}, M = 2 x the e2e listen p99 (at least 20),
+                so the terminal state is pushed on the open stream: notify = receive time (this machine's clock) minus the
+                notification's lastUpdatedAt (Redis' clock, whole ms, so up to 1 ms too
+                high: 1 ms resolution), over pushed terminal notifications
+  Once:
+    per task    --tasks N lifecycles over 16 clients: create, wait 20 ms, one tasks/get
+                (again every 10 ms while not completed; the extra gets are counted).
+                Redis commands (INFO commandstats deltas; commands run inside Lua scripts
+                count as well; INFO itself is left out), Redis command time (usec),
+                Redis CPU (INFO cpu), gateway/worker/redis CPU (/proc/PID/stat), Redis
+                used_memory growth (the tasks keep their TTL), each divided by N. Then N
+                tasks/get alone: commands per get. An idle window of 2 s before gives the
+                background command rate (heartbeats, blocked reads), included above.
+    listeners   --listeners L idle subscriptions/listen streams ({\"notifications\":{}}),
+                opened 200 at a time, each acknowledged before measuring: gateway VmRSS
+                growth per stream (needs L + 256 open files for the bench and the gateway)
+    limit       the same Redis command mix without HTTP, gateway or worker: --limit-loops
+                K loops in this process on mcp_tasks_shared::store::Store (create_task,
+                JobReader::read (XREADGROUP), finish(Completed), get_task; like the
+                worker, no start for a run under 20 ms: finish with fence 0) on a queue no
+                worker serves, for --duration: lifecycles/s, and the best e2e rates as a
+                share of it. The per-command breakdowns of this run and of the
+                per-task run show where the mixes differ. Then
+                redis-benchmark SET/GET (-c 50 -P 16) for raw Redis ops/s (own stack only).
+
+OUTPUT
+  Progress on stderr; the tables on stdout; DIR/bench.json (every figure, nproc, git
+  commit, command line) and DIR/bench.png (throughput and p99 latency against clients;
+  font from BENCH_FONT, default /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf; a failed
+  PNG is reported and does not fail the run). Exit 0; 1 when a phase failed (the processes
+  it started are stopped); 64 for bad options.
+
+SMALL RUN (CI)
+  bench --clients 1,4 --duration 1s --tasks 200 --listeners 200
+";
+
+/// The options. Defaults, names and meanings are those of the README's `### Benchmark`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "bench",
+    about = ABOUT,
+    after_help = AFTER_HELP,
+    args_override_self = true
+)]
+pub(crate) struct Args {
+    /// concurrencies, comma-separated
+    #[arg(long, value_name = "LIST", default_value = "1,16,64", value_parser = client_list)]
+    pub(crate) clients: ClientList,
+    /// measured time per phase and concurrency
+    #[arg(long, value_name = "DUR", default_value = "5s",
+          value_parser = cli::duration_at_least(Duration::from_millis(100)))]
+    pub(crate) duration: Duration,
+    /// lifecycles for the per-task costs (0 skips)
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    pub(crate) tasks: usize,
+    /// idle listen streams (0 skips)
+    #[arg(long, value_name = "L", default_value_t = 10_000)]
+    pub(crate) listeners: usize,
+    /// concurrent loops of the Redis limit run (0 skips)
+    #[arg(long, value_name = "K", default_value_t = 64)]
+    pub(crate) limit_loops: usize,
+    /// Store connections the loops share
+    #[arg(long, value_name = "N", default_value = "4", value_parser = cli::at_least(1usize))]
+    pub(crate) limit_conns: usize,
+    /// call Store::start before finish in the limit run
+    #[arg(long, value_name = "yes|no", default_value = "no", value_parser = yes_no,
+          action = ArgAction::Set)]
+    pub(crate) limit_start: bool,
+    /// MCPT_CONCURRENCY of the worker it starts
+    #[arg(long, value_name = "N", default_value = "64", value_parser = cli::at_least(1usize))]
+    pub(crate) worker_concurrency: usize,
+    /// requests per redis-benchmark test (0 skips)
+    #[arg(long, value_name = "N", default_value_t = 200_000)]
+    pub(crate) redis_benchmark: u64,
+    /// where bench.json and bench.png go [default: target/bench]
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: Option<PathBuf>,
+    /// drive an existing stack instead (http://HOST:PORT/mcp; with --redis,
+    /// the Redis it uses); server CPU is then read for Redis only (INFO cpu),
+    /// the listener RSS is not measured, the queue is 'default'
+    #[arg(long, value_name = "URL", value_parser = url, verbatim_doc_comment)]
+    pub(crate) url: Option<String>,
+    /// the Redis of the stack --url drives (redis://...)
+    #[arg(long, value_name = "URL", value_parser = redis_url)]
+    pub(crate) redis: Option<String>,
+    /// start a Redis Cluster of N masters (no replicas) instead of one
+    /// redis-server, and run the gateway and worker in cluster mode
+    /// (MCPT_REDIS_URL=redis+cluster://...). Redis-side figures (INFO:
+    /// commands, Redis CPU and memory) are then of the first master
+    /// only, and the per-task costs, the Redis limit and
+    /// redis-benchmark are skipped; the throughput phases are the same.
+    /// Compare runs with N=1 and N=3 for scaling.
+    #[arg(long, value_name = "N", value_parser = cli::between(1usize, 16), verbatim_doc_comment)]
+    pub(crate) redis_cluster: Option<usize>,
+    /// MCPT_QUEUE_SHARDS with --redis-cluster
+    #[arg(long, value_name = "S", default_value = "16", value_parser = cli::between(1u16, 1024))]
+    pub(crate) queue_shards: u16,
+}
+
+/// The concurrencies of `--clients`, in the order given.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientList(pub(crate) Vec<usize>);
+
+fn client_list(s: &str) -> Result<ClientList, String> {
+    s.split(',')
+        .map(|c| match c.trim().parse::<usize>() {
+            Ok(n) if (1..=10_000).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "takes numbers from 1 to 10000, comma-separated; got {c:?}"
+            )),
+        })
+        .collect::<Result<_, _>>()
+        .map(ClientList)
+}
+
+fn yes_no(s: &str) -> Result<bool, String> {
+    match s {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err("takes yes or no".into()),
+    }
+}
+
+fn url(s: &str) -> Result<String, String> {
+    parse_url(s).map_err(|e| format!("{e:#}"))?;
+    Ok(s.to_owned())
+}
+
+fn redis_url(s: &str) -> Result<String, String> {
+    if !s.starts_with("redis://") {
+        return Err("takes a redis:// URL".into());
+    }
+    Ok(s.to_owned())
+}
+
+impl Args {
+    /// The command line, or the exit status when it was `--help` or bad.
+    pub(crate) fn parse() -> Result<Args, std::process::ExitCode> {
+        cli::parse("bench", Args::check)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.url.is_some() != self.redis.is_some() {
+            return Err("--url and --redis go together (the Redis of that stack)".into());
+        }
+        if self.url.is_some() && self.redis_cluster.is_some() {
+            return Err("--redis-cluster starts its own stack; it does not go with --url".into());
+        }
+        Ok(())
+    }
+}
+
+/// `http://HOST:PORT/PATH` → address and path.
+pub(crate) fn parse_url(url: &str) -> Result<(SocketAddr, String)> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| anyhow!("--url must start with http:// (got {url:?})"))?;
+    let (hostport, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], rest[i..].to_owned()),
+        None => (rest, "/mcp".to_owned()),
+    };
+    let addr = hostport
+        .to_socket_addrs()
+        .with_context(|| format!("--url: cannot resolve {hostport:?} (HOST:PORT)"))?
+        .next()
+        .ok_or_else(|| anyhow!("--url: {hostport:?} resolves to nothing"))?;
+    Ok((addr, path))
+}
