@@ -2,7 +2,7 @@
 //! variable, STYLE.md §6), SIGTERM (drain, exit 0, STYLE.md §7), gateway readiness against
 //! Redis, and `mcp-tasks up` (private Redis, gateway and worker in one command).
 //!
-//! The protocol itself is tested in `protocol.rs`; task lifecycles in `lifecycle.rs`.
+//! The protocol itself is tested in `protocol/`; task lifecycles in `lifecycle/`.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};

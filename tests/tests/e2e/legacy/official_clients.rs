@@ -1,0 +1,51 @@
+//! The official TypeScript SDK 2025 clients, unmodified, driven by
+//! `tests/legacy/legacy.mjs` against two gateways alternately.
+//!
+//! Checklist ids cited: none (2025 compatibility is outside the 2026 checklists).
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use mcp_tasks_tests::{TestContext, caps_none, repo_root};
+use serde_json::json;
+
+/// The official TypeScript SDK 1.32.2 (2025-11-25) and 1.22.0 (2025-06-18) clients,
+/// unmodified, over Streamable HTTP against two gateways alternately.
+#[tokio::test(flavor = "multi_thread")]
+async fn official_2025_clients_work_against_two_gateways() -> Result<()> {
+    let sdk = repo_root().join("tests/legacy/node_modules/@modelcontextprotocol/sdk");
+    assert!(
+        sdk.exists(),
+        "tests/legacy/node_modules is missing: run `npm ci --prefix tests/legacy` (tests/run-all.sh does)"
+    );
+    let ctx = TestContext::start(2, 1).await?;
+    ctx.wait_for_tools().await?;
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new("node")
+            .arg("tests/legacy/legacy.mjs")
+            .arg(ctx.gateways[0].url())
+            .arg(ctx.gateways[1].url())
+            .current_dir(repo_root())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .context("legacy.mjs did not finish within 120 s")??;
+    let text = format!(
+        "{}\n--- stderr ---\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{text}");
+    assert!(out.status.success(), "legacy.mjs failed:\n{text}");
+    assert!(text.contains(" 0 failed"), "no final tally:\n{text}");
+    // A 2026 client still gets a 2026 answer on the same endpoint.
+    let r = ctx
+        .client()
+        .request("tools/list", json!({}), &caps_none())
+        .await?;
+    assert_eq!(r.body["result"]["resultType"], "complete", "{}", r.body);
+    ctx.cleanup().await;
+    Ok(())
+}

@@ -1,0 +1,173 @@
+//! 2025 sessions: a session started on gateway A serves on gateway B (tools, a synchronous
+//! call with progress, `ping`, `DELETE` ending it everywhere), and a session belongs to the
+//! principal that started it.
+//!
+//! Checklist ids cited: none (2025 compatibility is outside the 2026 checklists).
+
+use anyhow::{Context as _, Result};
+use mcp_tasks_tests::{Client, TestContext, caps_none};
+use serde_json::{Value, json};
+
+use super::{Session, WITHIN, base_headers, text, until_response};
+
+/// A session started on gateway A serves on gateway B: tools/list with taskSupport (2025-11-25
+/// only), a synchronous `sleep` answered on B's stream with `notifications/progress` carrying
+/// the status messages, `ping`; `DELETE` on A ends it everywhere.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_started_on_one_gateway_continues_on_another() -> Result<()> {
+    let ctx = TestContext::start(2, 1).await?;
+    ctx.wait_for_tools().await?;
+    let (a, b) = (ctx.gateways[0].client(), ctx.gateways[1].client());
+    let s = Session::start(&a, "2025-11-25", json!({})).await?;
+    let r = s.request(&b, 1, "tools/list", json!({})).await?;
+    let tools = r.body["result"]["tools"]
+        .as_array()
+        .context("tools")?
+        .clone();
+    let support = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| t["execution"]["taskSupport"].clone())
+    };
+    assert_eq!(support("echo"), Some(json!("forbidden")));
+    assert_eq!(support("sleep"), Some(json!("optional")));
+    assert_eq!(support("ask"), Some(json!("required")));
+
+    let mut stream = s
+        .stream(
+            &b,
+            json!(2),
+            "tools/call",
+            json!({"name": "sleep", "arguments": {"ms": 900, "steps": 3},
+                   "_meta": {"progressToken": "tok"}}),
+        )
+        .await?;
+    let (before, response) = until_response(&mut stream, &json!(2), WITHIN).await?;
+    assert_eq!(text(&response), "slept 900 ms", "{response}");
+    let progress: Vec<&Value> = before
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert!(progress.len() >= 2, "progress notifications: {before:?}");
+    let mut last = 0.0;
+    for p in &progress {
+        assert_eq!(p["params"]["progressToken"], "tok");
+        let n = p["params"]["progress"].as_f64().context("progress")?;
+        assert!(n > last, "progress must increase: {progress:?}");
+        last = n;
+        assert!(
+            p["params"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("step ")),
+            "{p}"
+        );
+    }
+
+    let r = s.request(&a, 3, "ping", json!({})).await?;
+    assert_eq!(r.body["result"], json!({}), "{}", r.body);
+    // 2026-only and unknown methods are -32601 in a session.
+    let r = s.request(&b, 4, "subscriptions/listen", json!({})).await?;
+    assert_eq!(r.error_code(), Some(-32601), "{}", r.body);
+
+    let res = a
+        .send_raw(
+            "DELETE",
+            "/mcp",
+            &[("mcp-session-id", &s.id)],
+            Default::default(),
+        )
+        .await?;
+    assert_eq!(res.status(), 204);
+    let r = s.request(&b, 5, "ping", json!({})).await?;
+    assert_eq!(
+        r.status, 404,
+        "an ended session is 404 everywhere: {}",
+        r.body
+    );
+    // An id nobody issued is 404 too; a session header on a 2026 request is ignored.
+    let mut h = base_headers();
+    h.push(("mcp-session-id", "ses_nonesuchnonesuchnonesu"));
+    let r = b
+        .post_raw(
+            &h,
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 6, "method": "ping"}))?,
+        )
+        .await?;
+    assert_eq!(r.status, 404);
+    // A request that says 2026-07-28 is a 2026 request, session header or not.
+    let mut h = Client::headers("tools/list", None);
+    h.push(("mcp-session-id", &s.id));
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list",
+                      "params": {"_meta": mcp_tasks_tests::meta(&caps_none())}});
+    let r = b.post_raw(&h, serde_json::to_vec(&body)?).await?;
+    assert_eq!(r.body["result"]["resultType"], "complete", "{}", r.body);
+    // A 2025 request without a session is told to initialize.
+    let mut h = base_headers();
+    h.push(("mcp-protocol-version", "2025-11-25"));
+    let r = b
+        .post_raw(
+            &h,
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}))?,
+        )
+        .await?;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("send initialize first")),
+        "{}",
+        r.body
+    );
+    ctx.cleanup().await;
+    Ok(())
+}
+
+/// A session belongs to the principal that started it: another principal using its id gets
+/// the same 404 as an unknown session (tokens authentication).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_is_its_principals_only() -> Result<()> {
+    let dir = std::env::temp_dir().join(format!("mcpt-legacy-tokens-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join("tokens");
+    std::fs::write(
+        &file,
+        "alice alice-token-0123456789abcdef\nbob bob-token-0123456789abcdef0000\n",
+    )?;
+    let env = [
+        ("MCPT_AUTH", "tokens".to_owned()),
+        ("MCPT_AUTH_TOKENS_FILE", file.display().to_string()),
+    ];
+    let redis = mcp_tasks_tests::RedisServer::start()?;
+    let gateway = mcp_tasks_tests::Gateway::start(&redis.url(), &env)?;
+    let _worker = mcp_tasks_tests::Worker::start(&redis.url(), &env)?;
+    let base = gateway.client();
+    let alice = base.with_token("alice-token-0123456789abcdef");
+    let bob = base.with_token("bob-token-0123456789abcdef0000");
+    alice.wait_for_tool("sleep").await?;
+    let s = Session::start(&alice, "2025-11-25", json!({})).await?;
+    let r = s.request(&alice, 1, "ping", json!({})).await?;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = s.request(&bob, 2, "ping", json!({})).await?;
+    assert_eq!(r.status, 404, "{}", r.body);
+    let res = bob
+        .send_raw(
+            "DELETE",
+            "/mcp",
+            &[("mcp-session-id", &s.id)],
+            Default::default(),
+        )
+        .await?;
+    assert_eq!(res.status(), 404);
+    // Without credentials: 401, as for any request.
+    let r = s.request(&base, 3, "ping", json!({})).await?;
+    assert_eq!(r.status, 401, "{}", r.body);
+    let r = s.request(&alice, 4, "ping", json!({})).await?;
+    assert_eq!(
+        r.status, 200,
+        "Alice's session survived Bob's attempts: {}",
+        r.body
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

@@ -1,0 +1,337 @@
+//! The 2025-11-25 tasks API: it maps onto the same tasks as 2026-07-28, and the session's
+//! `GET` stream carries `notifications/tasks/status` from any gateway.
+//!
+//! Checklist ids cited: none (2025 compatibility is outside the 2026 checklists).
+
+use anyhow::{Context as _, Result};
+use mcp_tasks_tests::{SseStream, TestContext, poll_until};
+use serde_json::{Value, json};
+
+use super::{Session, WITHIN, text};
+
+/// 2025-11-25 tasks API over the same tasks: a task-augmented call returns `{task}`;
+/// `tasks/get`, `tasks/list`, `tasks/result` (blocking, related-task `_meta`), `tasks/cancel`;
+/// a task created through 2026-07-28 is read through 2025-11-25 and back; taskSupport is
+/// enforced with -32601 both ways; a failed task's `tasks/result` is its JSON-RPC error.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_2025_tasks_api_maps_onto_the_same_tasks() -> Result<()> {
+    let ctx = TestContext::start(2, 1).await?;
+    ctx.wait_for_tools().await?;
+    let (a, b) = (ctx.gateways[0].client(), ctx.gateways[1].client());
+    let s = Session::start(&a, "2025-11-25", json!({})).await?;
+
+    let r = s
+        .request(
+            &a,
+            1,
+            "tools/call",
+            json!({"name": "sleep", "arguments": {"ms": 300}, "task": {"ttl": 120000}}),
+        )
+        .await?;
+    let task = r.body["result"]["task"].clone();
+    let id = task["taskId"].as_str().context("taskId")?.to_owned();
+    assert_eq!(task["status"], "working", "{task}");
+    assert_eq!(task["ttl"], 120000, "{task}");
+    assert!(task["pollInterval"].is_u64(), "{task}");
+
+    // tasks/result blocks until the end (JSON without a stream).
+    let mut h = s.headers();
+    h[1] = ("accept", "application/json");
+    let r = b
+        .post_raw(
+            &h,
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 2,
+            "method": "tasks/result", "params": {"taskId": id}}))?,
+        )
+        .await?;
+    assert_eq!(text(&r.body), "slept 300 ms", "{}", r.body);
+    assert_eq!(
+        r.body["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        id.as_str()
+    );
+    let r = s.request(&b, 3, "tasks/get", json!({"taskId": id})).await?;
+    assert_eq!(r.body["result"]["status"], "completed", "{}", r.body);
+    assert!(
+        r.body["result"].get("_meta").is_none(),
+        "tasks/get carries no related-task"
+    );
+    // The same task through 2026-07-28.
+    let t = a.get(&id).await?;
+    assert_eq!(t["status"], "completed", "{t}");
+
+    // A 2026 task read through 2025-11-25.
+    let modern = a.start_task("sleep", json!({"ms": 100})).await?;
+    let r = s
+        .request(&a, 4, "tasks/get", json!({"taskId": modern}))
+        .await?;
+    assert_eq!(r.body["result"]["taskId"], modern.as_str(), "{}", r.body);
+
+    let r = s.request(&b, 5, "tasks/list", json!({})).await?;
+    let listed: Vec<&str> = r.body["result"]["tasks"]
+        .as_array()
+        .context("tasks")?
+        .iter()
+        .filter_map(|t| t["taskId"].as_str())
+        .collect();
+    // Tasks created through 2025-11-25 are listed; 2026-07-28 has no list and is not indexed.
+    assert!(
+        listed.contains(&id.as_str()) && !listed.contains(&modern.as_str()),
+        "{}",
+        r.body
+    );
+    let r = s
+        .request(&b, 6, "tasks/list", json!({"cursor": "bogus"}))
+        .await?;
+    assert_eq!(r.error_code(), Some(-32602), "{}", r.body);
+
+    // Cancel a long one while it runs: it is cancelled when the answer comes, and stays so;
+    // a second cancel is -32602.
+    let r = s
+        .request(
+            &a,
+            7,
+            "tools/call",
+            json!({"name": "sleep", "arguments": {"ms": 60000, "steps": 60}, "task": {}}),
+        )
+        .await?;
+    let long = r.body["result"]["task"]["taskId"]
+        .as_str()
+        .context("taskId")?
+        .to_owned();
+    poll_until(WITHIN, || async {
+        let r = s
+            .request(&b, 70, "tasks/get", json!({"taskId": long}))
+            .await
+            .ok()?;
+        r.body["result"]["statusMessage"].is_string().then_some(())
+    })
+    .await
+    .context("the long task never started")?;
+    let r = s
+        .request(&b, 8, "tasks/cancel", json!({"taskId": long}))
+        .await?;
+    assert_eq!(r.body["result"]["status"], "cancelled", "{}", r.body);
+    let r = s
+        .request(&a, 80, "tasks/get", json!({"taskId": long}))
+        .await?;
+    assert_eq!(r.body["result"]["status"], "cancelled", "{}", r.body);
+    // Anonymous callers are one principal: each session lists only its own tasks.
+    let other = Session::start(&b, "2025-11-25", json!({})).await?;
+    let r = other.request(&b, 81, "tasks/list", json!({})).await?;
+    assert_eq!(r.body["result"]["tasks"], json!([]), "{}", r.body);
+    let r = s
+        .request(&a, 9, "tasks/cancel", json!({"taskId": long}))
+        .await?;
+    assert_eq!(r.error_code(), Some(-32602), "{}", r.body);
+
+    // A failed task's result is its error.
+    let r = s
+        .request(
+            &a,
+            10,
+            "tools/call",
+            json!({"name": "fail",
+            "arguments": {"mode": "protocol", "message": "boom"}, "task": {}}),
+        )
+        .await?;
+    let failed = r.body["result"]["task"]["taskId"]
+        .as_str()
+        .context("taskId")?
+        .to_owned();
+    let r = s
+        .request(&b, 11, "tasks/result", json!({"taskId": failed}))
+        .await?;
+    let (_, response) = {
+        // The request accepted SSE: read the stream's response from the body text.
+        let frames: Vec<Value> = String::from_utf8_lossy(&r.raw)
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str(d).ok())
+            .collect();
+        let last = frames.last().cloned().context("no frames")?;
+        (frames, last)
+    };
+    assert_eq!(response["error"]["message"], "boom", "{response}");
+
+    // taskSupport enforced.
+    let r = s
+        .request(
+            &a,
+            12,
+            "tools/call",
+            json!({"name": "ask", "arguments": {"question": "?"}}),
+        )
+        .await?;
+    assert_eq!(
+        r.error_code(),
+        Some(-32601),
+        "required without task: {}",
+        r.body
+    );
+    let r = s
+        .request(
+            &a,
+            13,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "x"}, "task": {}}),
+        )
+        .await?;
+    assert_eq!(
+        r.error_code(),
+        Some(-32601),
+        "forbidden with task: {}",
+        r.body
+    );
+    let r = s
+        .request(
+            &a,
+            14,
+            "tasks/get",
+            json!({"taskId": "tsk_unknownunknownunknow"}),
+        )
+        .await?;
+    assert_eq!(r.error_code(), Some(-32602), "{}", r.body);
+
+    // A JSON-only tasks/result on a task waiting for input says how to get the question, and
+    // the task keeps waiting.
+    let asker = Session::start(&a, "2025-11-25", json!({"elicitation": {}})).await?;
+    let r = asker
+        .request(
+            &a,
+            20,
+            "tools/call",
+            json!({"name": "ask", "arguments": {"question": "?"}, "task": {}}),
+        )
+        .await?;
+    let asking = r.body["result"]["task"]["taskId"]
+        .as_str()
+        .context("taskId")?
+        .to_owned();
+    poll_until(WITHIN, || async {
+        let r = asker
+            .request(&b, 21, "tasks/get", json!({"taskId": asking}))
+            .await
+            .ok()?;
+        (r.body["result"]["status"] == "input_required").then_some(())
+    })
+    .await?;
+
+    let mut hj = asker.headers();
+    hj[1] = ("accept", "application/json");
+    let r = b
+        .post_raw(
+            &hj,
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 23,
+            "method": "tasks/result", "params": {"taskId": asking}}))?,
+        )
+        .await?;
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("text/event-stream")),
+        "{}",
+        r.body
+    );
+    let r = asker
+        .request(&a, 24, "tasks/get", json!({"taskId": asking}))
+        .await?;
+    assert_eq!(r.body["result"]["status"], "input_required", "{}", r.body);
+
+    // 2025-06-18 has no tasks API.
+    let old = Session::start(&a, "2025-06-18", json!({})).await?;
+    let r = old
+        .request(&a, 1, "tasks/get", json!({"taskId": id}))
+        .await?;
+    assert_eq!(r.error_code(), Some(-32601), "{}", r.body);
+    ctx.cleanup().await;
+    Ok(())
+}
+
+/// The session's `GET` stream (opened on gateway B) carries `notifications/tasks/status` for
+/// a task the session created as a task through gateway A, up to its end; without a session
+/// `GET` is 405, and an unknown session is 404.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_session_stream_carries_status_notifications_from_any_gateway() -> Result<()> {
+    let ctx = TestContext::start(2, 1).await?;
+    ctx.wait_for_tools().await?;
+    let (a, b) = (ctx.gateways[0].client(), ctx.gateways[1].client());
+    let s = Session::start(&a, "2025-11-25", json!({})).await?;
+    let res = b
+        .send_raw(
+            "GET",
+            "/mcp",
+            &[("accept", "text/event-stream"), ("mcp-session-id", &s.id)],
+            Default::default(),
+        )
+        .await?;
+    assert_eq!(res.status(), 200);
+    let mut stream = SseStream::from_response(res);
+    let r = s
+        .request(
+            &a,
+            1,
+            "tools/call",
+            json!({"name": "sleep", "arguments": {"ms": 600, "steps": 2}, "task": {}}),
+        )
+        .await?;
+    let id = r.body["result"]["task"]["taskId"]
+        .as_str()
+        .context("taskId")?
+        .to_owned();
+    let mut statuses = Vec::new();
+    while statuses.last().map(String::as_str) != Some("completed") {
+        let n = stream
+            .next(WITHIN)
+            .await
+            .context("the stream went quiet before the end")?;
+        assert_eq!(n["method"], "notifications/tasks/status", "{n}");
+        assert_eq!(n["params"]["taskId"], id.as_str(), "{n}");
+        statuses.push(
+            n["params"]["status"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        );
+    }
+    assert!(
+        statuses
+            .iter()
+            .all(|st| st == "working" || st == "completed"),
+        "{statuses:?}"
+    );
+
+    let res = b
+        .send_raw(
+            "GET",
+            "/mcp",
+            &[("accept", "text/event-stream")],
+            Default::default(),
+        )
+        .await?;
+    assert_eq!(res.status(), 405);
+    // A 2025-06-18 session has nothing to receive on it.
+    let old = Session::start(&a, "2025-06-18", json!({})).await?;
+    let res = b
+        .send_raw(
+            "GET",
+            "/mcp",
+            &[("accept", "text/event-stream"), ("mcp-session-id", &old.id)],
+            Default::default(),
+        )
+        .await?;
+    assert_eq!(res.status(), 405);
+    let res = b
+        .send_raw(
+            "GET",
+            "/mcp",
+            &[
+                ("accept", "text/event-stream"),
+                ("mcp-session-id", "ses_nonesuchnonesuchnonesu"),
+            ],
+            Default::default(),
+        )
+        .await?;
+    assert_eq!(res.status(), 404);
+    ctx.cleanup().await;
+    Ok(())
+}
