@@ -8,11 +8,17 @@
 //! number without fractional part, so `1.0` counts), `properties`, `required`,
 //! `additionalProperties`, `items`, `minItems`, `maxItems`, `enum`, `const`,
 //! `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `minLength` and
-//! `maxLength` (in Unicode scalar values), `allOf`, `anyOf`, `oneOf`, `not`,
+//! `maxLength` (in Unicode scalar values), `pattern` (see below), `allOf`, `anyOf`, `oneOf`, `not`,
 //! `if`/`then`/`else`, and `$ref` of the form `#/$defs/NAME` or `#/definitions/NAME`.
 //!
-//! Ignored on purpose: `pattern` (no regex dependency), `format`, annotations and all
-//! other keywords, remote or anchor `$ref`s (never fetched), and keywords whose value
+//! `pattern` runs on the `regex` crate, whose matching is linear in the input (no
+//! catastrophic backtracking on a hostile pattern or string); a pattern it cannot compile
+//! (look-around, back-references: ECMA-262 features it lacks) or one over 64 KiB compiled is
+//! treated as absent, so valid input is never rejected. Compiled patterns are cached per
+//! thread.
+//!
+//! Ignored on purpose: `format` (an annotation in 2020-12 unless a schema opts into the
+//! format-assertion vocabulary), annotations and all other keywords, remote or anchor `$ref`s (never fetched), and keywords whose value
 //! has the wrong JSON type (treated as absent). To never reject valid input, items
 //! covered by `prefixItems` are not checked against `items`, and
 //! `additionalProperties` is skipped when `patternProperties` is present.
@@ -184,10 +190,7 @@ impl<'s> Validator<'s> {
         }
         match inst {
             Value::Number(n) => bounds(s, n),
-            Value::String(t) if s.contains_key("minLength") || s.contains_key("maxLength") => {
-                self.steps = self.steps.saturating_add(t.len() / 1024);
-                sized(s, "Length", t.chars().count(), "character")
-            }
+            Value::String(t) => self.string(s, t, inst),
             Value::Array(items) => sized(s, "Items", items.len(), "item"),
             Value::Object(obj) => {
                 let required = s.get("required").and_then(Value::as_array);
@@ -201,6 +204,26 @@ impl<'s> Validator<'s> {
             }
             _ => None,
         }
+    }
+
+    /// `minLength`, `maxLength` and `pattern`.
+    fn string(&mut self, s: &Obj, t: &str, inst: &Value) -> Option<String> {
+        if s.contains_key("minLength") || s.contains_key("maxLength") {
+            self.steps = self.steps.saturating_add(t.len() / 1024);
+            if let Some(violation) = sized(s, "Length", t.chars().count(), "character") {
+                return Some(violation);
+            }
+        }
+        let pattern = s.get("pattern").and_then(Value::as_str)?;
+        self.steps = self.steps.saturating_add(1 + t.len() / 1024);
+        let matched = with_pattern(pattern, |re| re.is_match(t))?;
+        (!matched).then(|| {
+            format!(
+                "must match the pattern {} (got {})",
+                show(&Value::String(pattern.to_owned())),
+                show(inst)
+            )
+        })
     }
 
     /// `items`, `properties` and `additionalProperties`.
@@ -437,6 +460,35 @@ fn show(v: &Value) -> String {
     format!("{text}{}", if cut { "..." } else { "" })
 }
 
+/// Largest compiled pattern, in bytes.
+const PATTERN_SIZE: usize = 64 << 10;
+/// Compiled patterns kept per thread before the cache starts over.
+const PATTERNS_CACHED: usize = 256;
+
+/// Run `f` on `pattern` compiled (from the thread's cache); `None` when it does not compile.
+fn with_pattern<T>(pattern: &str, f: impl FnOnce(&regex::Regex) -> T) -> Option<T> {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    thread_local! {
+        static CACHE: RefCell<HashMap<String, Option<regex::Regex>>> = RefCell::new(HashMap::new());
+    }
+    CACHE.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if !cache.contains_key(pattern) {
+            if cache.len() >= PATTERNS_CACHED {
+                cache.clear();
+            }
+            let compiled = regex::RegexBuilder::new(pattern)
+                .size_limit(PATTERN_SIZE)
+                .dfa_size_limit(PATTERN_SIZE)
+                .build()
+                .ok();
+            cache.insert(pattern.to_owned(), compiled);
+        }
+        cache.get(pattern)?.as_ref().map(f)
+    })
+}
+
 /// A writer that refuses bytes beyond [`CLIP`], aborting serialization early.
 struct Capped(Vec<u8>);
 
@@ -541,7 +593,16 @@ FIXTURE | "x" | must be an object (got "x")
 {"minLength":2,"maxLength":3} | "hé🎉" | ok
 {"minLength":2,"maxLength":3} | "é" | must have at least 2 characters (got 1)
 {"minLength":2,"maxLength":3} | "🎉🎉🎉🎉" | must have at most 3 characters (got 4)
-{"pattern":"^[0-9]+$","format":"email","title":"t","x-mcp-header":"h"} | "not checked" | ok
+{"format":"email","title":"t","x-mcp-header":"h"} | "not checked" | ok
+{"pattern":"^[0-9]+$"} | "123" | ok
+{"pattern":"^[0-9]+$"} | "12a" | must match the pattern "^[0-9]+$" (got "12a")
+{"pattern":"b"} | "abc" | ok
+{"pattern":"^[0-9]+$"} | 12 | ok
+{"minLength":4,"pattern":"^[a-z]+$"} | "ab" | must have at least 4 characters (got 2)
+{"pattern":"^\\p{L}+$"} | "héllo" | ok
+{"pattern":"(?<=a)b"} | "xb" | ok
+{"pattern":"(a)\\1"} | "ab" | ok
+{"pattern":"(unclosed"} | "x" | ok
 "##;
 
     /// `allOf`, `anyOf`, `oneOf`, `not`, `if`/`then`/`else`, boolean schemas, `$ref`.
