@@ -8,6 +8,8 @@
 //! - [`metrics`]: the OpenTelemetry instruments both binaries record.
 //! - [`shutdown`]: OS signals to a cancellation token.
 
+#![warn(missing_docs)]
+
 pub mod config;
 pub mod metrics;
 pub mod schema;

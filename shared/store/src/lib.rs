@@ -25,6 +25,11 @@
 //! adverts), [`events`] (pub/sub fan-out), `reader` (blocking job reads); [`keys`] spells
 //! every key, `scripts` loads every Lua script, `target` reads `MCPT_REDIS_URL`.
 
+#![warn(missing_docs)]
+// The one crate allowed to build Redis commands and scripts (clippy.toml steers every
+// other crate here).
+#![allow(clippy::disallowed_methods)]
+
 pub mod events;
 mod jobs;
 pub mod keys;
