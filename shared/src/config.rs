@@ -222,20 +222,10 @@ pub fn default_max_connections(open_files: Option<u64>) -> usize {
     usize::try_from(limit.saturating_sub(headroom).max(16)).unwrap_or(usize::MAX)
 }
 
-/// Parse `250ms`, `30s`, `5m`, `1h`, `2d`.
+/// Parse a duration: `250ms`, `30s`, `5m`, `1h`, `2d`, or combined (`1h30m`); a bare number
+/// has no unit and is refused. The one duration parser of the project.
 pub fn parse_duration(s: &str) -> Option<Duration> {
-    let split = s.find(|c: char| !c.is_ascii_digit())?;
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().ok()?;
-    let ms = match unit {
-        "ms" => n,
-        "s" => n.checked_mul(1000)?,
-        "m" => n.checked_mul(60_000)?,
-        "h" => n.checked_mul(3_600_000)?,
-        "d" => n.checked_mul(86_400_000)?,
-        _ => return None,
-    };
-    Some(Duration::from_millis(ms))
+    humantime::parse_duration(s.trim()).ok()
 }
 
 fn list(s: &str) -> Option<Vec<String>> {
@@ -880,6 +870,9 @@ mod tests {
         assert_eq!(parse_duration("10"), None);
         assert_eq!(parse_duration("ten"), None);
         assert_eq!(parse_duration("5x"), None);
+        assert_eq!(parse_duration("2d"), Some(Duration::from_secs(2 * 86_400)));
+        assert_eq!(parse_duration("1h30m"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("-1s"), None);
     }
 
     #[test]
