@@ -12,8 +12,16 @@
 //!   ([`prometheus_text`], served on `GET /metrics`), and pushed by OTLP when an endpoint is
 //!   set (`OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`, `OTEL_METRIC_EXPORT_INTERVAL`).
 //!
-//! The export spans are `request` (gateway), `listen` (gateway), `job` (worker) and `store`
-//! (one per Redis script, debug level for logs but always exported); see STYLE.md §8.
+//! Every span the binaries open, in one table as [`crate::metrics`] lists the instruments
+//! (STYLE.md §8); the `tracing` macros need literal names, so this table is where a span's
+//! name and fields are defined and the call sites follow it:
+//!
+//! | span | level | fields | opened by |
+//! | --- | --- | --- | --- |
+//! | `request` (exported as `otel.name` = the method) | info | `rpc.method`, `rpc.id`, `task.id` (once known), `protocol.version` (2025 sessions) | gateway: `http.rs` (2026-07-28), `legacy/dispatch.rs` (2025) |
+//! | `listen` | info | `listen.tasks`, `rpc.id` | gateway: `handlers/listen.rs`, one per open stream |
+//! | `job` | info | `task.id`, `queue.name`, `tool.name`, `queue.wait_ms` | worker: `runner.rs`, one per run of a job; child of the caller's trace |
+//! | `store` | debug (always exported) | `store.op` (`create`, `get`, `answer`, `cancel`, `start`, `status`, `ask`, `finish`, `release`), `task.id` | store: one per Redis script, `shared/store/src/{tasks,jobs}.rs` |
 
 use std::collections::HashMap;
 use std::sync::OnceLock;

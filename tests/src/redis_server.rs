@@ -105,9 +105,9 @@ impl RedisServer {
         let pattern = format!("mcpt:task:{{{task_id}}}:*");
         let found = self.cli(&["--scan", "--pattern", &pattern])?;
         Ok(found.lines().next().map(str::to_owned).unwrap_or_else(|| {
-            mcp_tasks_shared::store::keys::task_key(
+            mcp_tasks_store::keys::task_key(
                 task_id,
-                mcp_tasks_shared::protocol::meta::ANONYMOUS_OWNER,
+                mcp_tasks_protocol::meta::ANONYMOUS_OWNER,
             )
         }))
     }

@@ -355,7 +355,7 @@ async fn task_cancelled_while_queued_never_runs() -> Result<()> {
     // The job is taken and dropped: the queue drains.
     poll_until(WITHIN, || async {
         let len = redis
-            .cli(&["XLEN", &mcp_tasks_shared::store::keys::queue_key("default")])
+            .cli(&["XLEN", &mcp_tasks_store::keys::queue_key("default")])
             .ok()?;
         (len.trim() == "0").then_some(())
     })

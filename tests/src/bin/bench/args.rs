@@ -56,7 +56,7 @@ WHAT IT MEASURES
                 opened 200 at a time, each acknowledged before measuring: gateway VmRSS
                 growth per stream (needs L + 256 open files for the bench and the gateway)
     limit       the same Redis command mix without HTTP, gateway or worker: --limit-loops
-                K loops in this process on mcp_tasks_shared::store::Store (create_task,
+                K loops in this process on mcp_tasks_store::Store (create_task,
                 JobReader::read (XREADGROUP), finish(Completed), get_task; like the
                 worker, no start for a run under 20 ms: finish with fence 0) on a queue no
                 worker serves, for --duration: lifecycles/s, and the best e2e rates as a

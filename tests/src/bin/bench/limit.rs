@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow, bail};
-use mcp_tasks_shared::store::{
+use mcp_tasks_store::{
     Created, Finish, Job, NewTask, OwnerLimits, Start, Store, Write, keys, new_task_id,
 };
 use mcp_tasks_tests::caps_tasks;

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail};
-use mcp_tasks_shared::store::Store;
+use mcp_tasks_store::Store;
 use mcp_tasks_tests::{Gateway, RedisCluster, RedisServer, Worker};
 use redis::aio::MultiplexedConnection;
 

@@ -20,9 +20,9 @@ pub(crate) async fn read_hashes(con: &ConnectionManager, ids: &[String]) -> Opti
     let mut pipe = redis::pipe();
     for id in ids {
         pipe.cmd("HMGET")
-            .arg(mcp_tasks_shared::store::keys::task_key(
+            .arg(mcp_tasks_store::keys::task_key(
                 id,
-                mcp_tasks_shared::protocol::meta::ANONYMOUS_OWNER,
+                mcp_tasks_protocol::meta::ANONYMOUS_OWNER,
             ))
             .arg("status")
             .arg("fence")

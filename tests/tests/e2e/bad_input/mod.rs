@@ -172,7 +172,7 @@ fn redis_state(ctx: &TestContext) -> Result<RedisState> {
     let tasks = keys.lines().filter(|l| !l.trim().is_empty()).count();
     let queued = ctx
         .redis
-        .cli(&["XLEN", &mcp_tasks_shared::store::keys::queue_key("default")])?
+        .cli(&["XLEN", &mcp_tasks_store::keys::queue_key("default")])?
         .trim()
         .parse()
         .context("XLEN did not answer an integer")?;

@@ -140,7 +140,7 @@ async fn cancel_of_queued_task_ends_cancelled_without_running() -> Result<()> {
     poll_until(WITHIN, || async {
         let len = ctx
             .redis
-            .cli(&["XLEN", &mcp_tasks_shared::store::keys::queue_key("default")])
+            .cli(&["XLEN", &mcp_tasks_store::keys::queue_key("default")])
             .ok()?;
         (len.trim() == "0").then_some(())
     })

@@ -202,8 +202,8 @@ async fn with_worker_env(env: &[(&str, String)]) -> Result<TestContext> {
 fn pending_jobs(ctx: &TestContext) -> Result<u64> {
     let out = ctx.redis.cli(&[
         "XPENDING",
-        &mcp_tasks_shared::store::keys::queue_key("default"),
-        mcp_tasks_shared::store::keys::GROUP,
+        &mcp_tasks_store::keys::queue_key("default"),
+        mcp_tasks_store::keys::GROUP,
     ])?;
     out.lines()
         .next()
