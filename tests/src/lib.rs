@@ -4,6 +4,7 @@
 //!
 //! - [`RedisServer`]: owns a redis-server process and its directory; `restart()` keeps the port.
 //! - [`RedisCluster`]: a private Redis Cluster of N masters, for cluster mode.
+//! - [`Sentinels`]: private Redis Sentinels watching a primary, for failover tests.
 //! - [`Gateway`], [`Worker`]: the binaries (found in `MCPT_BIN_DIR`, else next to the test
 //!   executable); the gateway's address comes from its `listening on` line.
 //! - [`Client`]: JSON-RPC over HTTP with the standard headers; [`SseStream`] reads the SSE
@@ -15,6 +16,7 @@
 pub mod cli;
 pub mod jwt;
 pub mod otlp;
+pub mod sentinel;
 pub mod sse;
 
 mod client;
@@ -24,6 +26,7 @@ mod redis_server;
 pub use client::{Client, REQUEST_TIMEOUT, Reply, caps_none, caps_tasks, meta};
 pub use process::{Gateway, Process, Worker, bin_dir, binary};
 pub use redis_server::{RedisCluster, RedisServer};
+pub use sentinel::Sentinels;
 pub use sse::SseStream;
 
 use std::net::SocketAddr;

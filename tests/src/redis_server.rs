@@ -15,6 +15,8 @@ pub struct RedisServer {
     dir: PathBuf,
     child: Option<Child>,
     durable: bool,
+    /// More `redis-server` arguments (`--replicaof HOST PORT` for a replica).
+    extra: Vec<String>,
 }
 
 impl RedisServer {
@@ -30,12 +32,30 @@ impl RedisServer {
         Self::start_with(true)
     }
 
+    /// Start a replica of `primary` (keeping nothing on disk).
+    pub fn start_replica_of(primary: &RedisServer) -> Result<RedisServer> {
+        let mut server = RedisServer {
+            port: free_port()?,
+            dir: temp_dir("mcpt-redis")?,
+            child: None,
+            durable: false,
+            extra: vec![
+                "--replicaof".into(),
+                "127.0.0.1".into(),
+                primary.port.to_string(),
+            ],
+        };
+        server.spawn()?;
+        Ok(server)
+    }
+
     fn start_with(durable: bool) -> Result<RedisServer> {
         let mut server = RedisServer {
             port: free_port()?,
             dir: temp_dir("mcpt-redis")?,
             child: None,
             durable,
+            extra: Vec::new(),
         };
         server.spawn()?;
         Ok(server)
@@ -60,6 +80,7 @@ impl RedisServer {
             .args(["--maxmemory-policy", "noeviction", "--loglevel", "warning"])
             // As README "Redis in production" recommends: finished tasks stay compact.
             .args(["--hash-max-listpack-value", "1024"])
+            .args(&self.extra)
             .arg("--dir")
             .arg(&self.dir)
             .stdout(Stdio::null())
@@ -75,6 +96,11 @@ impl RedisServer {
             std::thread::sleep(Duration::from_millis(10));
         }
         bail!("redis-server did not listen on {} within 10 s", self.port)
+    }
+
+    /// Its port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// `redis://127.0.0.1:PORT`.
@@ -105,10 +131,7 @@ impl RedisServer {
         let pattern = format!("mcpt:task:{{{task_id}}}:*");
         let found = self.cli(&["--scan", "--pattern", &pattern])?;
         Ok(found.lines().next().map(str::to_owned).unwrap_or_else(|| {
-            mcp_tasks_store::keys::task_key(
-                task_id,
-                mcp_tasks_protocol::meta::ANONYMOUS_OWNER,
-            )
+            mcp_tasks_store::keys::task_key(task_id, mcp_tasks_protocol::meta::ANONYMOUS_OWNER)
         }))
     }
 

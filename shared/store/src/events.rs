@@ -319,7 +319,8 @@ impl Sink {
 /// A fresh subscriber connection.
 async fn connect(backend: &Backend) -> redis::RedisResult<(Sink, Source)> {
     match backend {
-        Backend::Single(client) => {
+        Backend::Single(_) | Backend::Sentinel(_) => {
+            let client = backend.single().await.expect("one Redis")?;
             let (sink, stream) = client.get_async_pubsub().await?.split();
             Ok((Sink::Single(sink), Source::Single(stream)))
         }
@@ -337,6 +338,9 @@ async fn connect(backend: &Backend) -> redis::RedisResult<(Sink, Source)> {
     }
 }
 
+/// Longest wait between two attempts to reconnect the subscriber.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
 async fn run(
     backend: Backend,
     layout: keys::Layout,
@@ -346,9 +350,25 @@ async fn run(
     let mut table: Table = HashMap::new();
     let mut backoff = Duration::from_millis(50);
     let mut first = true;
+    // Watches that came in while disconnected: held (not refused at once) and served by
+    // the next connection, or refused when it cannot be made; so a listen that arrives
+    // just as Redis comes back (a failover) waits a moment instead of failing.
+    let mut held: Vec<Cmd> = Vec::new();
+    let refuse = |held: &mut Vec<Cmd>| {
+        for cmd in held.drain(..) {
+            if let Cmd::Watch { done, .. } = cmd {
+                let _ = done.send(Err(StoreError::Redis(redis::RedisError::from(
+                    std::io::Error::new(
+                        std::io::ErrorKind::NotConnected,
+                        "event subscriber reconnecting",
+                    ),
+                ))));
+            }
+        }
+    };
     loop {
         if !first {
-            // Wait out the backoff, answering watch requests with an error meanwhile.
+            // Wait out the backoff, holding watch requests meanwhile.
             let deadline = tokio::time::sleep(backoff);
             tokio::pin!(deadline);
             loop {
@@ -357,16 +377,12 @@ async fn run(
                     () = &mut deadline => break,
                     cmd = cmds.recv() => match cmd {
                         None => return,
-                        Some(Cmd::Watch { done, .. }) => {
-                            let _ = done.send(Err(StoreError::Redis(redis::RedisError::from(
-                                std::io::Error::new(std::io::ErrorKind::NotConnected, "event subscriber reconnecting"),
-                            ))));
-                        }
+                        Some(watch @ Cmd::Watch { .. }) => held.push(watch),
                         Some(Cmd::Unwatch { task, sub }) => remove(&mut table, &layout.events_channel(&task), sub),
                     },
                 }
             }
-            backoff = (backoff * 2).min(Duration::from_secs(2));
+            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
         first = false;
         let pubsub = tokio::select! {
@@ -377,6 +393,7 @@ async fn run(
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(error = %e, "event subscriber cannot reach redis; retrying");
+                refuse(&mut held);
                 continue;
             }
         };
@@ -387,10 +404,12 @@ async fn run(
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "resubscribe failed; reconnecting");
+                    refuse(&mut held);
                     continue;
                 }
                 Err(_) => {
                     tracing::warn!("resubscribe timed out; reconnecting");
+                    refuse(&mut held);
                     continue;
                 }
             }
@@ -401,6 +420,11 @@ async fn run(
             for s in table.values().flatten() {
                 s.lag.raise();
             }
+        }
+        if !held.is_empty()
+            && !apply(&layout, &mut table, &mut sink, std::mem::take(&mut held)).await
+        {
+            continue;
         }
         backoff = Duration::from_millis(50);
         let mut ping = tokio::time::interval(PING_EVERY);

@@ -40,6 +40,7 @@ mod reader;
 pub mod record;
 pub mod registry;
 mod scripts;
+mod sentinel;
 mod sessions;
 mod target;
 mod tasks;
@@ -53,7 +54,7 @@ pub use jobs::{Ask, Delivery, Finish, Job, Start, Write};
 pub use queues::{Consumer, QueueDepth};
 pub use reader::JobReader;
 pub use record::TaskRecord;
-pub use target::RedisTarget;
+pub use target::{DEFAULT_SENTINEL_PORT, RedisTarget, SentinelTarget};
 pub use tasks::{Answer, Created, Limit, NewTask, OwnerLimits};
 
 /// How many shards tasks and each queue are split into in a Redis Cluster, unless told
@@ -125,12 +126,14 @@ pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest `BLOCK` a [`JobReader`] may ask for.
 pub const READ_BLOCK: Duration = Duration::from_secs(2);
 
-/// The connection commands go through: one Redis, or every primary of a cluster (routed
-/// by key slot, following MOVED and ASK). Both reconnect by themselves.
+/// The connection commands go through: one Redis, every primary of a cluster (routed
+/// by key slot, following MOVED and ASK), or the primary the sentinels name (followed
+/// through failovers). All reconnect by themselves.
 #[derive(Clone)]
 enum Con {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    Sentinel(sentinel::FollowingCon),
 }
 
 impl redis::aio::ConnectionLike for Con {
@@ -141,6 +144,7 @@ impl redis::aio::ConnectionLike for Con {
         match self {
             Con::Single(c) => c.req_packed_command(cmd),
             Con::Cluster(c) => c.req_packed_command(cmd),
+            Con::Sentinel(c) => c.req_packed_command(cmd),
         }
     }
 
@@ -153,6 +157,7 @@ impl redis::aio::ConnectionLike for Con {
         match self {
             Con::Single(c) => c.req_packed_commands(cmd, offset, count),
             Con::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+            Con::Sentinel(c) => c.req_packed_commands(cmd, offset, count),
         }
     }
 
@@ -160,6 +165,7 @@ impl redis::aio::ConnectionLike for Con {
         match self {
             Con::Single(c) => c.get_db(),
             Con::Cluster(c) => c.get_db(),
+            Con::Sentinel(c) => c.get_db(),
         }
     }
 }
@@ -171,6 +177,19 @@ pub(crate) enum Backend {
     Single(redis::Client),
     /// Redis Cluster: its seed nodes.
     Cluster { seeds: Vec<redis::ConnectionInfo> },
+    /// The primary the sentinels name when the connection is made.
+    Sentinel(sentinel::Primary),
+}
+
+impl Backend {
+    /// A client of the one Redis to connect to now; `None` for a cluster.
+    pub(crate) async fn single(&self) -> Option<redis::RedisResult<redis::Client>> {
+        match self {
+            Backend::Single(client) => Some(Ok(client.clone())),
+            Backend::Cluster { .. } => None,
+            Backend::Sentinel(primary) => Some(primary.client().await),
+        }
+    }
 }
 
 /// Handle to Redis: cheap to clone, reconnects by itself.
@@ -217,14 +236,24 @@ impl Store {
                 "not a redis URL or cluster node list",
             )))
         };
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_secs(2));
         match RedisTarget::parse(url).ok_or_else(bad)? {
+            RedisTarget::Sentinel(target) => {
+                let primary = sentinel::Primary::new(&target)?;
+                let con = sentinel::FollowingCon::connect(primary.clone(), config).await?;
+                Ok(Store {
+                    backend: Backend::Sentinel(primary),
+                    con: Con::Sentinel(con),
+                    scripts: std::sync::Arc::new(scripts::Scripts::load(false)),
+                    layout: keys::Layout::Standalone,
+                })
+            }
             RedisTarget::Single(url) => {
                 let client = redis::Client::open(url.as_str())?;
-                let config = ConnectionManagerConfig::new()
-                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
-                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
-                    .set_min_delay(Duration::from_millis(50))
-                    .set_max_delay(Duration::from_secs(2));
                 let con = ConnectionManager::new_with_config(client.clone(), config).await?;
                 Ok(Store {
                     backend: Backend::Single(client),

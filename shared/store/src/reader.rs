@@ -48,11 +48,14 @@ fn blocking_config() -> redis::AsyncConnectionConfig {
 impl JobReader {
     pub(super) async fn connect(store: &Store) -> StoreResult<JobReader> {
         let inner = match store.backend() {
-            Backend::Single(client) => Inner::Single(
-                client
-                    .get_multiplexed_async_connection_with_config(&blocking_config())
-                    .await?,
-            ),
+            backend @ (Backend::Single(_) | Backend::Sentinel(_)) => {
+                let client = backend.single().await.expect("one Redis")?;
+                Inner::Single(
+                    client
+                        .get_multiplexed_async_connection_with_config(&blocking_config())
+                        .await?,
+                )
+            }
             Backend::Cluster { seeds, .. } => {
                 let keys::Layout::Cluster { tags } = store.layout() else {
                     unreachable!("a cluster backend has a cluster layout")

@@ -19,5 +19,6 @@ mod processes;
 mod protocol;
 mod recovery;
 mod redis_cluster;
+mod sentinel;
 mod telemetry;
 mod upstream;
