@@ -10,8 +10,9 @@ use std::time::Duration;
 
 pub use mcp_tasks_store::RedisTarget;
 
-/// Redis to use: a `redis://` URL, or the nodes of a Redis Cluster (`redis+cluster://host:port,host:port`
-/// or a comma-separated list of `redis://` URLs), see [`RedisTarget`].
+/// Redis to use: a `redis://` URL, the nodes of a Redis Cluster (`redis+cluster://host:port,host:port`
+/// or a comma-separated list of `redis://` URLs), or the sentinels of a primary
+/// (`redis+sentinel://host[:port],…/MASTER_NAME[/DB]`), see [`RedisTarget`].
 pub const ENV_REDIS_URL: &str = "MCPT_REDIS_URL";
 /// Default Redis: the local one.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
@@ -243,7 +244,7 @@ fn redis_url(src: &dyn Source) -> Result<String, ConfigError> {
         src,
         ENV_REDIS_URL,
         DEFAULT_REDIS_URL.to_owned(),
-        "a redis:// or rediss:// URL, or cluster nodes as redis+cluster://host:port,host:port",
+        "a redis:// or rediss:// URL, cluster nodes as redis+cluster://host:port,host:port, or sentinels as redis+sentinel://host[:port],host[:port]/MASTER_NAME",
         |s| RedisTarget::parse(s).map(|_| s.to_owned()),
     )
 }
