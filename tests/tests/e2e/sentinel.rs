@@ -104,3 +104,25 @@ async fn gateway_and_worker_follow_a_sentinel_failover() -> Result<()> {
     ensure!(listed.body["result"]["tools"].is_array(), "{}", listed.body);
     Ok(())
 }
+
+/// A malformed sentinel URL stops each binary at start with exit 64 and one line naming
+/// the variable.
+#[tokio::test]
+async fn bad_sentinel_urls_stop_the_binaries_with_one_line() -> Result<()> {
+    for url in [
+        "redis+sentinel://127.0.0.1:26379",
+        "redis+sentinel://127.0.0.1:0/primary",
+        "redis+sentinel://127.0.0.1/primary?password=x",
+    ] {
+        for binary in ["mcp-tasks-gateway", "mcp-tasks-worker"] {
+            let (mut process, _) =
+                mcp_tasks_tests::Process::spawn(binary, &[("MCPT_REDIS_URL", url.to_owned())])?;
+            let line = process.usage_error()?;
+            ensure!(
+                line.contains("MCPT_REDIS_URL") && line.contains("redis+sentinel://"),
+                "{binary} with {url}: {line}"
+            );
+        }
+    }
+    Ok(())
+}
