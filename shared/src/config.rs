@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-pub use mcp_tasks_store::RedisTarget;
+pub use mcp_tasks_store::{RedisTarget, Replication};
 
 /// Redis to use: a `redis://` URL, the nodes of a Redis Cluster (`redis+cluster://host:port,host:port`
 /// or a comma-separated list of `redis://` URLs), or the sentinels of a primary
@@ -132,6 +132,14 @@ pub const DEFAULT_MAX_RESULT_BYTES: usize = 1 << 20;
 pub const ENV_MAX_INPUT_REQUESTS: &str = "MCPT_MAX_INPUT_REQUESTS";
 /// Default bound on input requests per task.
 pub const DEFAULT_MAX_INPUT_REQUESTS: u32 = 100;
+/// Replicas that must confirm each change a client is told about (a create, an answer, a
+/// cancel, a worker's finish) before it is acknowledged; 0: none (Redis replicates
+/// asynchronously, so a failover can lose the last changes).
+pub const ENV_REDIS_WAIT_REPLICAS: &str = "MCPT_REDIS_WAIT_REPLICAS";
+/// How long to wait for those replicas.
+pub const ENV_REDIS_WAIT_TIMEOUT: &str = "MCPT_REDIS_WAIT_TIMEOUT";
+/// Default wait for replicas.
+pub const DEFAULT_REDIS_WAIT_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long a new connection may take to send its first request head (HTTP/1 request line
 /// and headers, or an HTTP/2 stream's HEADERS), and an HTTP/1 request its headers.
 pub const ENV_HEADER_TIMEOUT: &str = "MCPT_HEADER_TIMEOUT";
@@ -249,6 +257,35 @@ fn redis_url(src: &dyn Source) -> Result<String, ConfigError> {
     )
 }
 
+/// `MCPT_REDIS_WAIT_REPLICAS` and `MCPT_REDIS_WAIT_TIMEOUT` for the Redis at `url`.
+fn replication(src: &dyn Source, url: &str) -> Result<Replication, ConfigError> {
+    let replicas = parsed(
+        src,
+        ENV_REDIS_WAIT_REPLICAS,
+        0,
+        "a number of replicas from 0 to 16",
+        |s| s.parse().ok().filter(|n| *n <= 16),
+    )?;
+    if replicas > 0 && matches!(RedisTarget::parse(url), Some(RedisTarget::Cluster(_))) {
+        return Err(ConfigError {
+            var: ENV_REDIS_WAIT_REPLICAS,
+            value: replicas.to_string(),
+            expected: "0 with a Redis Cluster (waiting for replicas is supported with one Redis or Sentinel only, for now)",
+        });
+    }
+    let timeout = parsed(
+        src,
+        ENV_REDIS_WAIT_TIMEOUT,
+        DEFAULT_REDIS_WAIT_TIMEOUT,
+        "a duration from 10ms to 1m, like 1s",
+        |s| {
+            parse_duration(s)
+                .filter(|d| *d >= Duration::from_millis(10) && *d <= Duration::from_secs(60))
+        },
+    )?;
+    Ok(Replication { replicas, timeout })
+}
+
 /// `MCPT_QUEUE_SHARDS` for the Redis at `url`: 1 to [`mcp_tasks_store::keys::MAX_SHARDS`] in a
 /// cluster (default [`DEFAULT_QUEUE_SHARDS`]), exactly 1 standalone.
 ///
@@ -331,6 +368,9 @@ pub struct GatewayConfig {
     pub redis_url: String,
     /// `MCPT_QUEUE_SHARDS`, default 16 in a cluster, 1 standalone.
     pub queue_shards: u16,
+    /// `MCPT_REDIS_WAIT_REPLICAS` and `MCPT_REDIS_WAIT_TIMEOUT`: replicas that confirm each
+    /// acknowledged change.
+    pub replication: Replication,
     /// `MCPT_LISTEN_ADDR`, default `127.0.0.1:8080`.
     pub listen_addr: SocketAddr,
     /// `MCPT_MAX_BODY_BYTES`, default 1 MiB.
@@ -561,6 +601,7 @@ impl GatewayConfig {
         let redis_url = redis_url(src)?;
         Ok(GatewayConfig {
             queue_shards: queue_shards(src, &redis_url)?,
+            replication: replication(src, &redis_url)?,
             redis_url,
             listen_addr: parsed(
                 src,
@@ -665,6 +706,9 @@ pub struct WorkerConfig {
     pub redis_url: String,
     /// `MCPT_QUEUE_SHARDS`, default 16 in a cluster, 1 standalone.
     pub queue_shards: u16,
+    /// `MCPT_REDIS_WAIT_REPLICAS` and `MCPT_REDIS_WAIT_TIMEOUT`: replicas that confirm each
+    /// acknowledged change.
+    pub replication: Replication,
     /// `MCPT_CONCURRENCY`, default 32: jobs running at once.
     pub concurrency: usize,
     /// `MCPT_QUEUES`, default `default`.
@@ -712,6 +756,7 @@ impl WorkerConfig {
         let redis_url = redis_url(src)?;
         Ok(WorkerConfig {
             queue_shards: queue_shards(src, &redis_url)?,
+            replication: replication(src, &redis_url)?,
             redis_url,
             concurrency: parsed(
                 src,
@@ -861,6 +906,47 @@ mod tests {
         assert_eq!(default_max_connections(Some(20)), 16);
         assert_eq!(default_max_connections(None), 4096);
         assert!(open_files_limit().is_some_and(|n| n > 0));
+    }
+
+    #[test]
+    fn waiting_for_replicas_is_for_one_redis_or_sentinel() {
+        let off = GatewayConfig::from_source(&HashMap::new()).unwrap();
+        assert_eq!(off.replication.replicas, 0);
+        assert_eq!(off.replication.timeout, DEFAULT_REDIS_WAIT_TIMEOUT);
+        let src = HashMap::from([
+            (ENV_REDIS_URL, "redis+sentinel://s1,s2,s3/primary"),
+            (ENV_REDIS_WAIT_REPLICAS, "1"),
+            (ENV_REDIS_WAIT_TIMEOUT, "250ms"),
+        ]);
+        let on = WorkerConfig::from_source(&src).unwrap();
+        assert_eq!(
+            on.replication,
+            Replication {
+                replicas: 1,
+                timeout: Duration::from_millis(250)
+            }
+        );
+        for (var, bad) in [
+            (ENV_REDIS_WAIT_REPLICAS, "-1"),
+            (ENV_REDIS_WAIT_REPLICAS, "17"),
+            (ENV_REDIS_WAIT_TIMEOUT, "5ms"),
+            (ENV_REDIS_WAIT_TIMEOUT, "2m"),
+        ] {
+            let src = HashMap::from([(var, bad)]);
+            assert_eq!(
+                GatewayConfig::from_source(&src).unwrap_err().var,
+                var,
+                "{bad}"
+            );
+        }
+        let src = HashMap::from([
+            (ENV_REDIS_URL, "redis+cluster://a:1,b:2"),
+            (ENV_REDIS_WAIT_REPLICAS, "1"),
+        ]);
+        assert_eq!(
+            GatewayConfig::from_source(&src).unwrap_err().var,
+            ENV_REDIS_WAIT_REPLICAS
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@
 //! | `mcpt.queue.length`, `mcpt.queue.lag`, `mcpt.queue.pending` | gauge | `queue.name` | worker |
 //! | `mcpt.deliveries.reclaimed` | counter | `queue.name` | worker |
 //! | `mcpt.redis.errors` | counter | `error.kind` | both |
+//! | `mcpt.redis.unreplicated` | counter | `op` (`create`, `answer`, `cancel`, `finish`) | both, when `MCPT_REDIS_WAIT_REPLICAS` replicas did not confirm a change in time |
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
@@ -50,6 +51,7 @@ pub struct Metrics {
     pub connections_closed: Counter<u64>,
     pub deliveries_reclaimed: Counter<u64>,
     pub redis_errors: Counter<u64>,
+    pub redis_unreplicated: Counter<u64>,
     queue_gauges: Vec<ObservableGauge<u64>>,
 }
 
@@ -171,6 +173,10 @@ pub fn get() -> &'static Metrics {
             redis_errors: meter
                 .u64_counter("mcpt.redis.errors")
                 .with_description("Redis calls that failed, by kind")
+                .build(),
+            redis_unreplicated: meter
+                .u64_counter("mcpt.redis.unreplicated")
+                .with_description("Acknowledged changes fewer replicas confirmed than MCPT_REDIS_WAIT_REPLICAS asks")
                 .build(),
             queue_gauges: vec![
                 gauge("mcpt.queue.length", "Entries in the queue's stream", |d| {

@@ -229,6 +229,9 @@ fn count_store_events(what: mcp_tasks_store::observe::Observed<'_>) {
         Observed::RedisError { kind } => metrics
             .redis_errors
             .add(1, &[opentelemetry::KeyValue::new("error.kind", kind)]),
+        Observed::Unreplicated { op } => metrics
+            .redis_unreplicated
+            .add(1, &[opentelemetry::KeyValue::new("op", op)]),
         Observed::CancelledUnrun { tool } => metrics
             .tasks_finished
             .add(1, &crate::metrics::finish_attrs(tool, "cancelled")),

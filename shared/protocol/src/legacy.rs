@@ -1,8 +1,12 @@
 //! Wire pieces of the 2025 revisions (2025-11-25, 2025-06-18) that the gateway serves beside
-//! 2026-07-28: version names, the related-task `_meta` key and the 2025-11-25 `Task`.
+//! 2026-07-28: version names, the related-task `_meta` key, the 2025-11-25 `Task` and the
+//! params of the requests a session sends (members as [`Member`]s, as in [`crate::params`]).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
+use super::jsonrpc::Id;
+use super::params::{Member, object_member};
 use super::tasks::{DetailedTask, TaskStatus};
 
 /// The 2025 revision with the (experimental) tasks API.
@@ -58,4 +62,94 @@ impl<'a> From<&'a DetailedTask> for Task<'a> {
 /// and its key in one object.
 pub fn related_task_meta(task_id: &str) -> serde_json::Value {
     serde_json::json!({ RELATED_TASK_KEY: { "taskId": task_id } })
+}
+
+/// `_meta` key of a request: the token its `notifications/progress` carry.
+pub const PROGRESS_TOKEN_KEY: &str = "progressToken";
+
+/// `initialize` params (2025).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeParams {
+    /// The revision the client asks for.
+    #[serde(default)]
+    pub protocol_version: Member<String>,
+    /// What the client can do.
+    #[serde(default, deserialize_with = "object_member")]
+    pub capabilities: Member<ClientCapabilities>,
+    /// Who the client says it is.
+    #[serde(default, deserialize_with = "object_member")]
+    pub client_info: Member<Implementation>,
+}
+
+/// The 2025 `ClientCapabilities` members that mean the same in 2026-07-28 (`tasks` is
+/// 2025-only and not kept).
+#[derive(Debug, Default, Deserialize)]
+pub struct ClientCapabilities {
+    /// `elicitation`.
+    #[serde(default)]
+    pub elicitation: Member<Map<String, Value>>,
+    /// `sampling`.
+    #[serde(default)]
+    pub sampling: Member<Map<String, Value>>,
+    /// `roots`.
+    #[serde(default)]
+    pub roots: Member<Map<String, Value>>,
+}
+
+/// `Implementation`: a client's or server's name (and version, not read here).
+#[derive(Debug, Default, Deserialize)]
+pub struct Implementation {
+    /// The name.
+    #[serde(default)]
+    pub name: Member<String>,
+}
+
+/// `tools/call` params (2025; `task` on 2025-11-25).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallToolParams {
+    /// The tool's name.
+    #[serde(default)]
+    pub name: Member<String>,
+    /// The tool's arguments: an object, any JSON inside; `{}` when absent.
+    #[serde(default)]
+    pub arguments: Member<Map<String, Value>>,
+    /// Run the call as a task (2025-11-25 task augmentation).
+    #[serde(default, deserialize_with = "object_member")]
+    pub task: Member<TaskMetadata>,
+}
+
+/// `TaskMetadata` of a task-augmented request (2025-11-25).
+#[derive(Debug, Default, Deserialize)]
+pub struct TaskMetadata {
+    /// Requested lifetime in ms.
+    #[serde(default)]
+    pub ttl: Member<u64>,
+}
+
+/// Params of `tasks/get`, `tasks/result` and `tasks/cancel` (2025-11-25): the task id.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskParams {
+    /// The task.
+    #[serde(default)]
+    pub task_id: Member<String>,
+}
+
+/// `tasks/list` params (2025-11-25).
+#[derive(Debug, Default, Deserialize)]
+pub struct ListTasksParams {
+    /// An earlier page's `nextCursor`.
+    #[serde(default)]
+    pub cursor: Member<String>,
+}
+
+/// `notifications/cancelled` params (2025).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelledParams {
+    /// The request the client gave up on.
+    #[serde(default)]
+    pub request_id: Member<Id>,
 }

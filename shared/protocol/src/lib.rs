@@ -8,7 +8,9 @@
 pub mod jsonrpc;
 pub mod legacy;
 pub mod meta;
+pub mod method;
 pub mod notifications;
+pub mod params;
 pub mod results;
 pub mod tasks;
 pub mod time;

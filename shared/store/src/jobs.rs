@@ -243,25 +243,23 @@ impl Store {
             }
             Finish::Cancelled => ("cancelled", "", "", "Cancelled by request"),
         };
-        let mut con = self.con.clone();
-        let reply = flat_strings(
-            self.scripts
-                .finish
-                .key(self.layout.task_key(&d.task_id, &d.owner))
-                .key(&d.stream)
-                .arg(self.layout.events_channel(&d.task_id))
-                .arg(keys::GROUP)
-                .arg(&d.entry)
-                .arg(fence)
-                .arg(status)
-                .arg(field)
-                .arg(payload)
-                .arg(message)
-                .arg(mcp_tasks_protocol::time::now_millis())
-                .invoke_async(&mut con)
-                .await?,
-        )?;
-        write_outcome(&reply)
+        let mut script = self
+            .scripts
+            .finish
+            .key(self.layout.task_key(&d.task_id, &d.owner));
+        script
+            .key(&d.stream)
+            .arg(self.layout.events_channel(&d.task_id))
+            .arg(keys::GROUP)
+            .arg(&d.entry)
+            .arg(fence)
+            .arg(status)
+            .arg(field)
+            .arg(payload)
+            .arg(message)
+            .arg(mcp_tasks_protocol::time::now_millis());
+        let (reply, _) = self.acknowledged(&script, "finish").await?;
+        write_outcome(&flat_strings(reply)?)
     }
 
     /// Acknowledge and delete a job that needs no more work (its task is terminal or gone).

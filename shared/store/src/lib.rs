@@ -39,6 +39,7 @@ mod queues;
 mod reader;
 pub mod record;
 pub mod registry;
+mod replication;
 mod scripts;
 mod sentinel;
 mod sessions;
@@ -54,6 +55,7 @@ pub use jobs::{Ask, Delivery, Finish, Job, Start, Write};
 pub use queues::{Consumer, QueueDepth};
 pub use reader::JobReader;
 pub use record::TaskRecord;
+pub use replication::Replication;
 pub use target::{DEFAULT_SENTINEL_PORT, RedisTarget, SentinelTarget};
 pub use tasks::{Answer, Created, Limit, NewTask, OwnerLimits};
 
@@ -73,6 +75,10 @@ pub enum StoreError {
     /// Redis answered something this version does not understand.
     #[error("unexpected reply from redis: {0}")]
     Corrupt(String),
+    /// A create was not confirmed by `MCPT_REDIS_WAIT_REPLICAS` replicas in time; the task
+    /// was cancelled and no id handed out: retry.
+    #[error("the change was not confirmed by enough replicas in time")]
+    Unreplicated,
 }
 
 impl From<redis::RedisError> for StoreError {
@@ -197,6 +203,8 @@ impl Backend {
 pub struct Store {
     backend: Backend,
     con: Con,
+    /// Acknowledged changes wait for replicas (`None`: they do not).
+    acked: Option<std::sync::Arc<replication::Acked>>,
     scripts: std::sync::Arc<scripts::Scripts>,
     layout: keys::Layout,
 }
@@ -248,6 +256,7 @@ impl Store {
                 Ok(Store {
                     backend: Backend::Sentinel(primary),
                     con: Con::Sentinel(con),
+                    acked: None,
                     scripts: std::sync::Arc::new(scripts::Scripts::load(false)),
                     layout: keys::Layout::Standalone,
                 })
@@ -258,6 +267,7 @@ impl Store {
                 Ok(Store {
                     backend: Backend::Single(client),
                     con: Con::Single(con),
+                    acked: None,
                     scripts: std::sync::Arc::new(scripts::Scripts::load(false)),
                     layout: keys::Layout::Standalone,
                 })
@@ -275,9 +285,47 @@ impl Store {
                 Ok(Store {
                     backend: Backend::Cluster { seeds },
                     con: Con::Cluster(con),
+                    acked: None,
                     scripts: std::sync::Arc::new(scripts::Scripts::load(true)),
                     layout: keys::Layout::cluster(shards),
                 })
+            }
+        }
+    }
+
+    /// Make every change a client is told about wait for `replication.replicas` replicas
+    /// (see `replication.rs` for what a timeout means). One Redis or Sentinel only: in a
+    /// cluster this logs a warning and changes nothing (the configuration refuses it first).
+    #[must_use]
+    pub fn with_replication(mut self, replication: Replication) -> Store {
+        if replication.replicas == 0 {
+            self.acked = None;
+        } else if self.layout.is_cluster() {
+            tracing::warn!("waiting for replicas is not supported in Redis Cluster mode");
+        } else {
+            self.acked = Some(replication::Acked::new(self.backend.clone(), replication));
+        }
+        self
+    }
+
+    /// Run `script` as a change a client is told about: on the shared connection, or (when
+    /// waiting for replicas) on a connection of its own followed by `WAIT`. Returns the
+    /// reply and whether enough replicas confirmed it (always `true` without waiting).
+    pub(crate) async fn acknowledged(
+        &self,
+        script: &redis::ScriptInvocation<'_>,
+        op: &'static str,
+    ) -> StoreResult<(Vec<redis::Value>, bool)> {
+        match &self.acked {
+            None => {
+                let mut con = self.con.clone();
+                Ok((script.invoke_async(&mut con).await?, true))
+            }
+            Some(acked) => {
+                let mut con = acked.take().await?;
+                let reply = script.invoke_async(&mut con).await?;
+                let confirmed = con.replicated(op).await?;
+                Ok((reply, confirmed))
             }
         }
     }

@@ -12,6 +12,12 @@ pub enum Observed<'a> {
         /// The kind of failure.
         kind: &'static str,
     },
+    /// An acknowledged change (`create`, `answer`, `cancel`, `finish`) was not confirmed by
+    /// `MCPT_REDIS_WAIT_REPLICAS` replicas within `MCPT_REDIS_WAIT_TIMEOUT`.
+    Unreplicated {
+        /// Which change.
+        op: &'static str,
+    },
     /// A task no worker was running ended `cancelled` by `tasks/cancel` (a worker counts
     /// the tasks it ends itself).
     CancelledUnrun {

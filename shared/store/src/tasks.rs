@@ -80,14 +80,11 @@ impl Store {
         let job = serde_json::to_string(t.job).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let ttl = t.ttl_ms.map(|v| v.to_string()).unwrap_or_default();
         let minute = mcp_tasks_protocol::time::now_millis().max(0) as u64 / 60_000;
-        let mut con = self.con.clone();
         if self.layout.is_cluster() {
             return self.create_in_cluster(t, &ttl, job, minute).await;
         }
-        let reply: Vec<redis::Value> = self
-            .scripts
-            .create
-            .key(keys::task_key(t.id, t.owner))
+        let mut script = self.scripts.create.key(keys::task_key(t.id, t.owner));
+        script
             .key(keys::queue_key(t.queue))
             .key(keys::rate_key(t.owner, minute))
             .key(keys::active_key(t.owner))
@@ -100,10 +97,18 @@ impl Store {
             .arg(job)
             .arg(t.ttl_ms.map_or(0, |ttl| ttl.min(EXPIRED_RETENTION_MS)))
             .arg(t.limits.per_minute)
-            .arg(t.limits.active)
-            .invoke_async(&mut con)
-            .await?;
-        created(flat_strings(reply)?)
+            .arg(t.limits.active);
+        let (reply, confirmed) = self.acknowledged(&script, "create").await?;
+        let created = created(flat_strings(reply)?)?;
+        if matches!(created, Created::At(_)) && !confirmed {
+            // Not durable, so not handed out: cancel it (on the shared connection, no second
+            // wait) so it does not run unasked, and let the caller retry.
+            if let Err(e) = self.cancel_as(t.id, t.owner, false).await {
+                tracing::warn!(error = %e, task.id = t.id, "cannot cancel an unconfirmed create");
+            }
+            return Err(StoreError::Unreplicated);
+        }
+        Ok(created)
     }
 
     /// [`Store::create_task`] in a cluster: the owner's limits (their own slot) are checked
@@ -279,8 +284,8 @@ impl Store {
         for (key, mask, json) in answers {
             inv.arg(key).arg(*mask).arg(json);
         }
-        let mut con = self.con.clone();
-        let reply = flat_strings(inv.invoke_async(&mut con).await?)?;
+        let (reply, _) = self.acknowledged(&inv, "answer").await?;
+        let reply = flat_strings(reply)?;
         match reply.as_slice() {
             [ok] if ok == "ok" => Ok(Answer::Ok),
             [nf] if nf == "notfound" => Ok(Answer::NotFound),
@@ -298,6 +303,11 @@ impl Store {
     /// Redis unavailable.
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "cancel", task.id = %id))]
     pub async fn cancel(&self, id: &str, owner: &str) -> StoreResult<bool> {
+        self.cancel_as(id, owner, true).await
+    }
+
+    /// [`Store::cancel`], as an acknowledged change (waiting for replicas) or not.
+    async fn cancel_as(&self, id: &str, owner: &str, acknowledged: bool) -> StoreResult<bool> {
         let mut con = self.con.clone();
         let key = self.layout.task_key(id, owner);
         let mut inv = self.scripts.cancel.key(&key);
@@ -313,7 +323,12 @@ impl Store {
             }
             inv.arg("declared");
         }
-        let reply = flat_strings(inv.invoke_async(&mut con).await?)?;
+        let reply = if acknowledged {
+            self.acknowledged(&inv, "cancel").await?.0
+        } else {
+            inv.invoke_async(&mut con).await?
+        };
+        let reply = flat_strings(reply)?;
         let found = reply.first().is_some_and(|s| s == "ok");
         if let Some(tool) = reply.get(1) {
             // Ended here, not by a worker: counted here.
