@@ -23,39 +23,23 @@
 //! brace), so an argument can never add, split or reinterpret elements.
 
 mod command;
+mod fields;
 mod http;
 mod upstream;
+mod web;
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_tasks_shared::config::{WorkerConfig, parse_duration};
+use mcp_tasks_shared::config::WorkerConfig;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use self::command::{Command, CommandTool, Part};
-use crate::{Policy, Tool, ToolSpec};
-
-/// An http-or-https connector for the services and servers a catalog names: TLS by ring
-/// with the webpki roots (as everywhere in this project), HTTP/1.
-///
-/// # Errors
-/// TLS cannot be set up (the platform's crypto provider is unusable).
-pub(crate) fn web_connector(
-    connect_timeout: Duration,
-) -> Result<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, String>
-{
-    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
-    http.enforce_http(false);
-    http.set_connect_timeout(Some(connect_timeout));
-    Ok(hyper_rustls::HttpsConnectorBuilder::new()
-        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-        .map_err(|e| format!("cannot set up TLS: {e}"))?
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(http))
-}
+use self::fields::Common;
+use crate::{Tool, ToolSpec};
 
 /// Least time between two status messages a catalog tool writes (at most four a second).
 pub(crate) const STATUS_EVERY: Duration = Duration::from_millis(250);
@@ -101,32 +85,6 @@ pub const ENV_TOOLS_FILE: &str = "MCPT_TOOLS_FILE";
 /// the result twice (text and `structuredContent`), so this stays well under the default
 /// `MCPT_MAX_RESULT_BYTES` (1 MiB).
 pub const DEFAULT_MAX_OUTPUT: usize = 256 << 10;
-
-/// Fields every entry kind takes.
-const COMMON_FIELDS: [&str; 9] = [
-    "name",
-    "description",
-    "input_schema",
-    "policy",
-    "queue",
-    "ttl",
-    "poll_interval",
-    "timeout",
-    "outlives_caller",
-];
-
-/// Fields only `[[command]]` takes.
-const COMMAND_FIELDS: [&str; 6] = ["argv", "stdin", "cwd", "env", "progress", "max_output"];
-
-/// Fields only `[[http]]` takes (`catalog/http.rs`).
-const HTTP_FIELDS: [&str; 6] = [
-    "url",
-    "method",
-    "headers",
-    "cancel",
-    "max_output",
-    "timeout",
-];
 
 /// A mistake in the catalog, as one line: `MCPT_TOOLS_FILE=PATH: WHERE: WHAT`.
 #[derive(Debug, thiserror::Error)]
@@ -317,44 +275,58 @@ pub fn parse(
     })
 }
 
+/// The fields only `[[command]]` takes.
+#[derive(Deserialize)]
+struct CommandFields {
+    #[serde(default, deserialize_with = "argv")]
+    argv: Option<Vec<String>>,
+    stdin: Option<String>,
+    cwd: Option<String>,
+    #[serde(default, deserialize_with = "fields::env_names")]
+    env: Option<Vec<String>>,
+    progress: Option<String>,
+    #[serde(
+        default = "fields::default_max_output",
+        deserialize_with = "fields::max_output"
+    )]
+    max_output: usize,
+}
+
+/// `argv`: a non-empty list of strings.
+fn argv<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    fields::checked(d, |v| {
+        let list = v
+            .as_array()
+            .filter(|a| !a.is_empty())
+            .ok_or("expected a non-empty list of strings")?;
+        let strings = list.iter().enumerate().map(|(i, element)| {
+            element.as_str().map(str::to_owned).ok_or_else(|| {
+                format!("element {i} is a {}, expected a string", element.type_str())
+            })
+        });
+        strings.collect::<Result<_, _>>().map(Some)
+    })
+}
+
 /// One `[[command]]` entry, checked.
 fn command_entry(
     entry: &toml::Table,
     base: &Path,
     config: &WorkerConfig,
 ) -> Result<CommandTool, FieldError> {
-    for key in entry.keys() {
-        if !COMMON_FIELDS.contains(&key.as_str()) && !COMMAND_FIELDS.contains(&key.as_str()) {
-            return Err(bad(
-                key,
-                format!(
-                    "unknown field (expected one of {}, {})",
-                    COMMON_FIELDS.join(", "),
-                    COMMAND_FIELDS.join(", ")
-                ),
-            ));
-        }
-    }
-    let spec = common(entry, config)?;
+    let (common, own) = fields::read::<CommandFields>(entry, &[])?;
+    let timeout = common.timeout.clone();
+    let spec = tool_spec(common, config)?;
     let names = schema_properties(&spec.tool.input_schema);
 
-    let Some(argv) = entry.get("argv") else {
+    let Some(argv) = own.argv else {
         return Err(bad(
             "argv",
             "missing (a list like [\"printf\", \"%s\", \"{text}\"])",
         ));
     };
-    let Some(argv) = argv.as_array().filter(|a| !a.is_empty()) else {
-        return Err(bad("argv", "expected a non-empty list of strings"));
-    };
     let mut parts = Vec::with_capacity(argv.len());
-    for (i, element) in argv.iter().enumerate() {
-        let Some(s) = element.as_str() else {
-            return Err(bad(
-                "argv",
-                format!("element {i} is a {}, expected a string", element.type_str()),
-            ));
-        };
+    for (i, s) in argv.iter().enumerate() {
         let part = template(s, names.as_ref())
             .map_err(|why| bad("argv", format!("element {i} {s:?}: {why}")))?;
         if i == 0 && matches!(part, Part::Arg(_)) {
@@ -368,89 +340,51 @@ fn command_entry(
         }
         parts.push(part);
     }
-    let stdin = match entry.get("stdin") {
-        None => None,
-        Some(v) => {
-            let s = v
-                .as_str()
-                .ok_or_else(|| bad("stdin", "expected a string like \"{text}\""))?;
-            Some(template(s, names.as_ref()).map_err(|why| bad("stdin", why))?)
-        }
-    };
-    let cwd = match entry.get("cwd") {
-        None => None,
-        Some(v) => {
-            let s = v
-                .as_str()
-                .ok_or_else(|| bad("cwd", "expected a path string"))?;
-            let dir = base.join(s);
-            if !dir.is_dir() {
-                return Err(bad("cwd", format!("{} is not a directory", dir.display())));
-            }
-            Some(dir)
-        }
-    };
-    let env = match entry.get("env") {
-        None => Vec::new(),
-        Some(v) => string_list(v)
-            .filter(|l| {
-                l.iter()
-                    .all(|n| !n.is_empty() && !n.contains(['=', '\0']) && n != "PATH")
-            })
-            .ok_or_else(|| {
-                bad(
-                    "env",
-                    "expected a list of variable names (no '=', PATH is always passed)",
-                )
-            })?,
-    };
-    let progress = match entry.get("progress") {
-        None => None,
-        Some(v) => {
-            let s = v
-                .as_str()
-                .ok_or_else(|| bad("progress", "expected a regular expression string"))?;
-            Some(regex::Regex::new(s).map_err(|e| {
+    let stdin = own
+        .stdin
+        .map(|s| template(&s, names.as_ref()).map_err(|why| bad("stdin", why)))
+        .transpose()?;
+    let cwd = own.cwd.map(|s| directory(base, &s)).transpose()?;
+    let progress = own
+        .progress
+        .map(|s| {
+            regex::Regex::new(&s).map_err(|e| {
                 let first = e.to_string();
                 let first = first.lines().last().unwrap_or_default().trim().to_owned();
                 bad(
                     "progress",
                     format!("not a valid regular expression: {first}"),
                 )
-            })?)
-        }
-    };
-    let max_output = match entry.get("max_output") {
-        None => DEFAULT_MAX_OUTPUT,
-        Some(v) => v
-            .as_integer()
-            .and_then(|n| usize::try_from(n).ok())
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| bad("max_output", "expected a positive number of bytes"))?,
-    };
-    let timeout = match entry.get("timeout") {
-        None => None,
-        Some(v) => Some(duration(v, "timeout")?),
-    };
+            })
+        })
+        .transpose()?;
     Ok(CommandTool {
         spec,
         command: Arc::new(Command {
             argv: parts,
             stdin,
             cwd,
-            env,
+            env: own.env.unwrap_or_default(),
             progress,
-            max_output,
-            timeout,
+            max_output: own.max_output,
+            timeout: timeout.map(|l| (l.value, l.written)),
         }),
     })
 }
 
-/// The fields every kind takes, as a [`ToolSpec`].
-fn common(entry: &toml::Table, config: &WorkerConfig) -> Result<ToolSpec, FieldError> {
-    let name = match entry.get("name") {
-        None => return Err(bad("name", "missing")),
-        Some(v) => v.as_str().ok_or_else(|| bad("name", "expected a string"))?,
+/// `cwd`, relative to the catalog's folder `base`: it must be a directory.
+fn directory(base: &Path, cwd: &str) -> Result<PathBuf, FieldError> {
+    let dir = base.join(cwd);
+    if !dir.is_dir() {
+        return Err(bad("cwd", format!("{} is not a directory", dir.display())));
+    }
+    Ok(dir)
+}
+
+/// The fields every kind takes, checked, as a [`ToolSpec`].
+fn tool_spec(common: Common, config: &WorkerConfig) -> Result<ToolSpec, FieldError> {
+    let Some(name) = common.name else {
+        return Err(bad("name", "missing"));
     };
     let valid = (1..=128).contains(&name.len())
         && name
@@ -462,89 +396,35 @@ fn common(entry: &toml::Table, config: &WorkerConfig) -> Result<ToolSpec, FieldE
             format!("{name:?}: expected 1 to 128 characters of A-Z a-z 0-9 _ . -"),
         ));
     }
-    let description = match entry.get("description") {
-        None => "",
-        Some(v) => v
-            .as_str()
-            .ok_or_else(|| bad("description", "expected a string"))?,
-    };
-    let schema = match entry.get("input_schema") {
+    let schema = match common.input_schema {
         None => json!({"type": "object"}),
-        Some(v) => {
-            let schema = serde_json::to_value(v)
-                .map_err(|e| bad("input_schema", format!("cannot be read as JSON: {e}")))?;
+        Some(schema) => {
             check_schema(&schema).map_err(|why| bad("input_schema", why))?;
             schema
         }
     };
-    let mut spec = ToolSpec::new(name, description, schema);
-    if let Some(v) = entry.get("policy") {
-        spec.policy = match v.as_str() {
-            Some("task") => Policy::Task,
-            Some("auto") => Policy::Auto,
-            Some("sync") => Policy::Sync,
-            Some("task_only") => Policy::TaskOnly,
-            _ => {
-                return Err(bad(
-                    "policy",
-                    format!("{v}: expected \"task\", \"auto\", \"sync\" or \"task_only\""),
-                ));
-            }
-        };
+    let description = common.description.unwrap_or_default();
+    let mut spec = ToolSpec::new(&name, &description, schema);
+    if let Some(policy) = common.policy {
+        spec.policy = policy;
     }
-    spec.queue = match entry.get("queue") {
+    spec.queue = match common.queue {
         None => config.queues.first().cloned().unwrap_or(spec.queue),
-        Some(v) => {
-            let q = v
-                .as_str()
-                .ok_or_else(|| bad("queue", "expected a string"))?;
-            if !config.queues.iter().any(|s| s == q) {
-                return Err(bad(
-                    "queue",
-                    format!(
-                        "{q:?} is not served by this worker (MCPT_QUEUES={})",
-                        config.queues.join(",")
-                    ),
-                ));
-            }
-            q.to_owned()
+        Some(q) if config.queues.contains(&q) => q,
+        Some(q) => {
+            return Err(bad(
+                "queue",
+                format!(
+                    "{q:?} is not served by this worker (MCPT_QUEUES={})",
+                    config.queues.join(",")
+                ),
+            ));
         }
     };
-    if let Some(v) = entry.get("ttl") {
-        spec.ttl = Some(duration(v, "ttl")?.0);
-    }
-    if let Some(v) = entry.get("poll_interval") {
-        spec.poll_interval = Some(duration(v, "poll_interval")?.0);
-    }
-    if let Some(v) = entry.get("outlives_caller") {
-        spec.outlives_caller = v
-            .as_bool()
-            .ok_or_else(|| bad("outlives_caller", "expected true or false"))?;
-    }
+    spec.ttl = common.ttl.map(|l| l.value);
+    spec.poll_interval = common.poll_interval.map(|l| l.value);
+    spec.outlives_caller = common.outlives_caller;
     Ok(spec)
-}
-
-/// A positive duration like `30s`, and the text it was written as.
-fn duration(v: &toml::Value, field: &str) -> Result<(Duration, String), FieldError> {
-    v.as_str()
-        .and_then(|s| {
-            parse_duration(s.trim())
-                .filter(|d| !d.is_zero())
-                .map(|d| (d, s.trim().to_owned()))
-        })
-        .ok_or_else(|| {
-            bad(
-                field,
-                format!("{v}: expected a duration like \"250ms\", \"30s\", \"5m\", \"1h\""),
-            )
-        })
-}
-
-fn string_list(v: &toml::Value) -> Option<Vec<String>> {
-    v.as_array()?
-        .iter()
-        .map(|x| x.as_str().map(str::to_owned))
-        .collect()
 }
 
 /// The JSON Schema root the gateway can use: an object schema with well-formed
@@ -622,6 +502,7 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
+    use crate::Policy;
 
     fn config() -> WorkerConfig {
         let env: HashMap<&str, &str> = HashMap::from([("MCPT_QUEUES", "default,slow")]);
@@ -774,6 +655,30 @@ mod tests {
                 "unknown key \"name\" (expected [[command]], [[http]] or [[upstream]] entries)",
             ),
             ("[[command]\n", "not valid TOML at line 1"),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\ndescription = 3\n",
+                "[[command]] #1 (\"a\"): field description: expected a string",
+            ),
+            (
+                "[[command]]\nname = 3\nargv = [\"x\"]\n",
+                "[[command]] #1: field name: expected a string",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\", 3]\n",
+                "field argv: element 1 is a integer, expected a string",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nmax_output = -1\n",
+                "field max_output: expected a positive number of bytes",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nenv = [\"PATH\"]\n",
+                "field env: expected a list of variable names",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nttl = 5\n",
+                "field ttl: 5: expected a duration like",
+            ),
         ];
         for (text, want) in cases {
             let got = refused(text);

@@ -12,15 +12,16 @@ use mcp_tasks_protocol::time::now_millis;
 use mcp_tasks_shared::metrics;
 use mcp_tasks_store::events::{EventHub, TaskEvent, Watch};
 use mcp_tasks_store::record::EXPIRED;
-use mcp_tasks_store::{Delivery, Finish, READ_BLOCK, Start, Store, TaskRecord, Write};
+use mcp_tasks_store::{Delivery, Finish, Job, READ_BLOCK, Start, Store, TaskRecord, Write};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument as _;
 
+use crate::CallToolResult;
 use crate::claims::Claims;
 use crate::context::{ContextParts, Fence, TaskContext};
-use crate::tool::{Tool, ToolError};
+use crate::tool::{Tool, ToolError, ToolFuture};
 
 /// Most jobs taken in one read.
 const MAX_BATCH: usize = 64;
@@ -259,6 +260,9 @@ impl Runner {
         }
     }
 
+    /// Run one delivered job to its end: [`Runner::resolve`] its tool, [`Runner::run`] it,
+    /// turn the outcome into a [`Finish`] ([`Runner::finish_of`]) and write that
+    /// ([`Runner::settle`]).
     async fn run_job(
         self: Arc<Self>,
         d: Delivery,
@@ -268,35 +272,60 @@ impl Runner {
         let _held = HeldGuard(self.clone(), d.stream.clone(), d.entry.clone());
         let started = Instant::now();
         let _running = Running::start(&d.queue);
-        if d.fresh
-            && let Some(created) = entry_millis(&d.entry)
-        {
-            let wait_ms = (now_millis() - created).max(0);
-            tracing::Span::current().record("queue.wait_ms", wait_ms);
-            metrics::get()
-                .queue_wait
-                .record(wait_ms as f64 / 1000.0, &metrics::queue_attrs(&d.queue));
-        }
-        let resolved = match &d.job {
-            Ok(job) => match self.tools.get(&job.tool) {
-                Some(tool) => Ok((job.clone(), tool.clone())),
-                None => Err(format!("no worker here runs tool {}", job.tool)),
-            },
-            Err(why) => Err(format!("job could not be read: {why}")),
-        };
-        let (job, tool) = match resolved {
-            Ok(found) => found,
-            Err(why) => {
-                // Started first, so the usual checks (cancelled, expired, too many runs)
-                // apply before the task fails.
-                if let Some((fence, _)) = self.start(&d).await {
-                    let finish = failed(ErrorObject::new(INTERNAL_ERROR, why));
-                    self.settle(&d, fence, &finish).await;
-                }
-                return;
-            }
+        record_queue_wait(&d);
+        let Some((job, tool)) = self.resolve(&d).await else {
+            return;
         };
         tracing::Span::current().record("tool.name", job.tool.as_str());
+        // `_live` lasts until the outcome is written, as the job's slot does.
+        let Some((fence, outcome, _live)) = self.run(&d, &job, tool.as_ref(), permit, parked).await
+        else {
+            return;
+        };
+        let Some(finish) = self.finish_of(&d, fence, outcome).await else {
+            return;
+        };
+        self.settle(&d, fence, &finish).await;
+        tracing::info!(
+            duration_ms = started.elapsed().as_millis() as u64,
+            "job finished"
+        );
+    }
+
+    /// The job and the tool that runs it; `None` when either is missing, after failing
+    /// the task. It is started first, so the usual checks (cancelled, expired, too many
+    /// runs) apply before it fails.
+    async fn resolve(&self, d: &Delivery) -> Option<(Job, Arc<dyn Tool>)> {
+        let why = match &d.job {
+            Ok(job) => match self.tools.get(&job.tool) {
+                Some(tool) => return Some((job.clone(), tool.clone())),
+                None => format!("no worker here runs tool {}", job.tool),
+            },
+            Err(why) => format!("job could not be read: {why}"),
+        };
+        if let Some((fence, _)) = self.start(d).await {
+            let finish = failed(ErrorObject::new(INTERNAL_ERROR, why));
+            self.settle(d, fence, &finish).await;
+        }
+        None
+    }
+
+    /// Call the tool and wait for its outcome, with the fence it ran under (`0`: it ended
+    /// before taking one). `None` when the start finds nothing to run.
+    ///
+    /// A fresh job runs before it takes its fence: most runs end within [`START_AFTER`],
+    /// and their finish script makes the start's checks itself (saving a script and a
+    /// round trip per task). A longer run, or any write it makes, starts it. Only a young
+    /// entry: one that waited in the queue may have been cancelled or have expired
+    /// meanwhile, and must not run before the start script has looked.
+    async fn run(
+        &self,
+        d: &Delivery,
+        job: &Job,
+        tool: &dyn Tool,
+        permit: OwnedSemaphorePermit,
+        parked: Arc<AtomicBool>,
+    ) -> Option<(u64, Outcome, Live)> {
         let wanted = Arc::new(tokio::sync::Notify::new());
         let (fence_tx, fence) = Fence::new(wanted.clone());
         let (latest_tx, latest_rx) = watch::channel(None);
@@ -316,12 +345,7 @@ impl Runner {
             owner: d.owner.clone(),
             max_inputs: self.max_input_requests,
         });
-        let mut call = std::pin::pin!(tool.call(ctx, job.args.clone()));
-        // A fresh job runs before it takes its fence: most runs end within START_AFTER,
-        // and their finish script makes the start's checks itself (saving a script and a
-        // round trip per task). A longer run, or any write it makes, starts it.
-        // Only a young entry: one that waited in the queue may have been cancelled or have
-        // expired meanwhile, and must not run before the start script has looked.
+        let mut call = tool.call(ctx, job.args.clone());
         let young = entry_millis(&d.entry).is_some_and(|c| now_millis() - c <= YOUNG_MS);
         let mut early = None;
         if d.fresh && young {
@@ -331,14 +355,12 @@ impl Runner {
                 () = wanted.notified() => {}
             }
         }
-        let (fence, monitor, outcome) = match early {
-            Some(outcome) => (0, None, outcome),
+        let (fence, outcome) = match early {
+            Some(outcome) => (0, outcome),
             None => {
-                let Some((fence, deadline_ms)) = self.start(&d).await else {
-                    return;
-                };
+                let (fence, deadline_ms) = self.start(d).await?;
                 fence_tx.send_replace(Some(fence));
-                let monitor = AbortOnDrop(tokio::spawn(monitor(
+                let _monitor = AbortOnDrop(tokio::spawn(monitor(
                     self.store.clone(),
                     self.hub.clone(),
                     (d.task_id.clone(), d.owner.clone()),
@@ -357,53 +379,65 @@ impl Runner {
                     () = stop.cancelled() => Err(ToolError::Stopped),
                     () = until(deadline_ms) => Err(ToolError::Protocol(ErrorObject::new(INTERNAL_ERROR, EXPIRED))),
                 };
-                (fence, Some(monitor), outcome)
+                (fence, outcome)
             }
         };
-        drop(monitor);
-        let finish = match outcome {
-            Ok(result) => match serde_json::to_string(&result.with_server_info()) {
-                // Not stored: a result this large would fill Redis and every reader.
-                Ok(json) if json.len() > self.max_result_bytes => failed(ErrorObject::new(
-                    INTERNAL_ERROR,
-                    format!(
-                        "the tool's result is {} bytes; at most {} are stored (MCPT_MAX_RESULT_BYTES)",
-                        json.len(),
-                        self.max_result_bytes
-                    ),
-                )),
-                Ok(json) => Finish::Completed(json),
-                Err(e) => failed(ErrorObject::new(
-                    INTERNAL_ERROR,
-                    format!("result could not be encoded: {e}"),
-                )),
-            },
-            Err(ToolError::Protocol(error)) => failed(error),
+        let live = Live {
+            _call: call,
+            _fence: fence_tx,
+            _stop: stop,
+        };
+        Some((fence, outcome, live))
+    }
+
+    /// What to write for `outcome`; `None` when nothing is (the entry released, or left
+    /// pending for another worker).
+    async fn finish_of(&self, d: &Delivery, fence: u64, outcome: Outcome) -> Option<Finish> {
+        match outcome {
+            Ok(result) => Some(self.completed(result)),
+            Err(ToolError::Protocol(error)) => Some(failed(error)),
             // Why the run stopped is read from the task itself.
             Err(ToolError::Stopped) => match self.store.get_task(&d.task_id, &d.owner).await {
                 // Gone (expired) or terminal (cancelled while parked): release the entry.
                 Ok(None) => {
-                    self.release(&d).await;
-                    return;
+                    self.release(d).await;
+                    None
                 }
                 Ok(Some(rec)) if rec.is_terminal() => {
-                    self.release(&d).await;
-                    return;
+                    self.release(d).await;
+                    None
                 }
-                Ok(Some(rec)) if rec.cancel_requested && rec.fence == fence => Finish::Cancelled,
+                Ok(Some(rec)) if rec.cancel_requested && rec.fence == fence => {
+                    Some(Finish::Cancelled)
+                }
                 // Taken over by another worker, or stopped by this worker's shutdown: write
                 // nothing; the job stays pending in the stream.
                 Ok(Some(_)) | Err(_) => {
                     tracing::info!(task.id = %d.task_id, "run stopped without a result; job left pending");
-                    return;
+                    None
                 }
             },
-        };
-        self.settle(&d, fence, &finish).await;
-        tracing::info!(
-            duration_ms = started.elapsed().as_millis() as u64,
-            "job finished"
-        );
+        }
+    }
+
+    /// A tool's result as stored, or the failure when it is too large or cannot be encoded.
+    fn completed(&self, result: CallToolResult) -> Finish {
+        match serde_json::to_string(&result.with_server_info()) {
+            // Not stored: a result this large would fill Redis and every reader.
+            Ok(json) if json.len() > self.max_result_bytes => failed(ErrorObject::new(
+                INTERNAL_ERROR,
+                format!(
+                    "the tool's result is {} bytes; at most {} are stored (MCPT_MAX_RESULT_BYTES)",
+                    json.len(),
+                    self.max_result_bytes
+                ),
+            )),
+            Ok(json) => Finish::Completed(json),
+            Err(e) => failed(ErrorObject::new(
+                INTERNAL_ERROR,
+                format!("result could not be encoded: {e}"),
+            )),
+        }
     }
 
     /// Take the task's fencing token: `(fence, deadline)`, or `None` when there is nothing
@@ -461,6 +495,30 @@ impl Runner {
 /// The stream entry id's time part: when the create script queued the job (Redis clock).
 fn entry_millis(entry: &str) -> Option<i64> {
     entry.split_once('-')?.0.parse().ok()
+}
+
+/// What a tool's call came to.
+type Outcome = Result<CallToolResult, ToolError>;
+
+/// What stays alive until a run's outcome is written: the tool's call (its context holds
+/// the job's slot) and the fence and stop handles its context watches.
+struct Live {
+    _call: ToolFuture,
+    _fence: watch::Sender<Option<u64>>,
+    _stop: CancellationToken,
+}
+
+/// Record how long a fresh job waited in its queue.
+fn record_queue_wait(d: &Delivery) {
+    if d.fresh
+        && let Some(created) = entry_millis(&d.entry)
+    {
+        let wait_ms = (now_millis() - created).max(0);
+        tracing::Span::current().record("queue.wait_ms", wait_ms);
+        metrics::get()
+            .queue_wait
+            .record(wait_ms as f64 / 1000.0, &metrics::queue_attrs(&d.queue));
+    }
 }
 
 /// Count a task this worker ended, and how long it took from its call.

@@ -51,13 +51,12 @@ use bytes::Bytes;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, StatusCode, Uri};
 use mcp_tasks_shared::config::WorkerConfig;
+use serde::Deserialize;
 use serde_json::Value;
 
 use self::client::{Reply, Service};
 use self::url::{check_url, resolve};
-use super::{
-    COMMON_FIELDS, DEFAULT_MAX_OUTPUT, FieldError, HTTP_FIELDS, STATUS_CHARS, bad, common, duration,
-};
+use super::{FieldError, STATUS_CHARS, bad, fields, tool_spec};
 use crate::{CallToolResult, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
 
 /// Longest wait for the answer to the `DELETE` that cancels a job.
@@ -106,73 +105,61 @@ impl Tool for HttpTool {
     }
 }
 
+/// The fields only `[[http]]` takes.
+#[derive(Deserialize)]
+struct HttpFields {
+    url: Option<String>,
+    #[serde(default = "post", deserialize_with = "method")]
+    method: Method,
+    headers: Option<toml::Value>,
+    #[serde(default, deserialize_with = "fields::flag")]
+    cancel: bool,
+    #[serde(
+        default = "fields::default_max_output",
+        deserialize_with = "fields::max_output"
+    )]
+    max_output: usize,
+}
+
+fn post() -> Method {
+    Method::POST
+}
+
+fn method<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Method, D::Error> {
+    fields::checked(d, |v| match v.as_str() {
+        Some("POST") => Ok(Method::POST),
+        Some("GET") => Ok(Method::GET),
+        Some("PUT") => Ok(Method::PUT),
+        _ => Err(format!(
+            "{v}: expected \"POST\" (the default), \"GET\" or \"PUT\""
+        )),
+    })
+}
+
 /// One `[[http]]` entry, checked.
 pub(super) fn entry(entry: &toml::Table, config: &WorkerConfig) -> Result<HttpTool, FieldError> {
-    for key in entry.keys() {
-        if !COMMON_FIELDS.contains(&key.as_str()) && !HTTP_FIELDS.contains(&key.as_str()) {
-            return Err(bad(
-                key,
-                format!(
-                    "unknown field (expected one of {}, {})",
-                    COMMON_FIELDS.join(", "),
-                    HTTP_FIELDS.join(", ")
-                ),
-            ));
-        }
-    }
-    let spec = common(entry, config)?;
-    let url = match entry.get("url") {
-        None => {
-            return Err(bad(
-                "url",
-                "missing (like \"https://jobs.example.com/v1/resize\")",
-            ));
-        }
-        Some(v) => v.as_str().ok_or_else(|| bad("url", "expected a string"))?,
+    let (common, own) = fields::read::<HttpFields>(entry, &[])?;
+    let timeout = common.timeout.clone().map(|l| (l.value, l.written));
+    let spec = tool_spec(common, config)?;
+    let Some(url) = own.url else {
+        return Err(bad(
+            "url",
+            "missing (like \"https://jobs.example.com/v1/resize\")",
+        ));
     };
-    let url = check_url(url).map_err(|why| bad("url", format!("{url:?}: {why}")))?;
-    let method = match entry.get("method").map(|v| (v, v.as_str())) {
-        None => Method::POST,
-        Some((_, Some("POST"))) => Method::POST,
-        Some((_, Some("GET"))) => Method::GET,
-        Some((_, Some("PUT"))) => Method::PUT,
-        Some((v, _)) => {
-            return Err(bad(
-                "method",
-                format!("{v}: expected \"POST\" (the default), \"GET\" or \"PUT\""),
-            ));
-        }
-    };
-    let headers = match entry.get("headers") {
+    let url = check_url(&url).map_err(|why| bad("url", format!("{url:?}: {why}")))?;
+    let headers = match &own.headers {
         None => HeaderMap::new(),
         Some(v) => headers_from_env(v).map_err(|why| bad("headers", why))?,
     };
-    let cancel = match entry.get("cancel") {
-        None => false,
-        Some(v) => v
-            .as_bool()
-            .ok_or_else(|| bad("cancel", "expected true or false"))?,
-    };
-    let max_output = match entry.get("max_output") {
-        None => DEFAULT_MAX_OUTPUT,
-        Some(v) => v
-            .as_integer()
-            .and_then(|n| usize::try_from(n).ok())
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| bad("max_output", "expected a positive number of bytes"))?,
-    };
-    let timeout = match entry.get("timeout") {
-        None => None,
-        Some(v) => Some(duration(v, "timeout")?),
-    };
-    let service = Service::new(url, headers, max_output).map_err(|why| bad("url", why))?;
+    let service = Service::new(url, headers, own.max_output).map_err(|why| bad("url", why))?;
     let poll_interval = spec.poll_interval.unwrap_or(config.tasks.poll_interval);
     Ok(HttpTool {
         spec,
         http: Arc::new(Http {
             service,
-            method,
-            cancel,
+            method: own.method,
+            cancel: own.cancel,
             poll_interval,
             timeout,
         }),
@@ -623,7 +610,10 @@ mod tests {
         assert_eq!(tool.http.method, Method::POST);
         assert!(!tool.http.cancel);
         assert_eq!(tool.http.poll_interval, config().tasks.poll_interval);
-        assert_eq!(tool.http.service.max_output, DEFAULT_MAX_OUTPUT);
+        assert_eq!(
+            tool.http.service.max_output,
+            super::super::DEFAULT_MAX_OUTPUT
+        );
     }
 
     #[test]

@@ -37,16 +37,14 @@ use std::time::Duration;
 
 use mcp_tasks_protocol::tools::Tool as WireTool;
 use mcp_tasks_shared::config::WorkerConfig;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{COMMON_FIELDS, FieldError, bad, check_schema, common, duration, string_list};
+use super::fields::{self, string_list};
+use super::{FieldError, bad, check_schema, directory, tool_spec};
 use crate::{CallToolResult, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
 
 use self::session::{Pool, Session};
-
-/// Fields only `[[upstream]]` takes (besides the common ones, less `description` and
-/// `input_schema`, which come from the upstream).
-pub(super) const UPSTREAM_FIELDS: [&str; 6] = ["command", "url", "env", "cwd", "tools", "prefix"];
 
 /// Time to start an upstream and finish `initialize` (npx may download the package first).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -91,6 +89,58 @@ pub(crate) struct Upstream {
     timeout: Option<(Duration, String)>,
 }
 
+/// The fields only `[[upstream]]` takes.
+#[derive(Deserialize)]
+struct UpstreamFields {
+    #[serde(default, deserialize_with = "command")]
+    command: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "url")]
+    url: Option<String>,
+    #[serde(default, deserialize_with = "fields::env_names")]
+    env: Option<Vec<String>>,
+    cwd: Option<String>,
+    #[serde(default, deserialize_with = "select")]
+    tools: Option<Select>,
+    prefix: Option<String>,
+}
+
+/// `command`: a non-empty list of strings, the program first.
+fn command<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    fields::checked(d, |v| {
+        string_list(v)
+            .filter(|a| a.first().is_some_and(|p| !p.is_empty()))
+            .map(Some)
+            .ok_or_else(|| "expected a non-empty list of strings".to_owned())
+    })
+}
+
+/// `url`: a string (checked once read).
+fn url<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    fields::checked(d, |v| {
+        v.as_str()
+            .map(|s| Some(s.to_owned()))
+            .ok_or_else(|| "expected a string like \"http://host:port/mcp\"".to_owned())
+    })
+}
+
+/// `tools`: `["*"]`, or names listed once each.
+fn select<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Select>, D::Error> {
+    fields::checked(d, |v| match string_list(v) {
+        Some(l) if l == ["*"] => Ok(Some(Select::All)),
+        Some(l) if !l.is_empty() && l.iter().all(|n| !n.is_empty() && n != "*") => {
+            let mut seen = HashSet::new();
+            if let Some(dup) = l.iter().find(|n| !seen.insert(n.as_str())) {
+                return Err(format!("{dup:?} is listed twice"));
+            }
+            Ok(Some(Select::Names(l)))
+        }
+        _ => Err("expected [\"*\"] or a non-empty list of tool names".to_owned()),
+    })
+}
+
+/// The common fields an `[[upstream]]` entry cannot set: its upstream lists them.
+const FROM_UPSTREAM: [&str; 2] = ["description", "input_schema"];
+
 /// One `[[upstream]]` entry, checked; `place` names it in later messages.
 pub(super) fn entry(
     entry: &toml::Table,
@@ -98,27 +148,17 @@ pub(super) fn entry(
     config: &WorkerConfig,
     place: String,
 ) -> Result<Upstream, FieldError> {
-    for key in entry.keys() {
-        let common = COMMON_FIELDS.contains(&key.as_str())
-            && !matches!(key.as_str(), "description" | "input_schema");
-        if !common && !UPSTREAM_FIELDS.contains(&key.as_str()) {
-            let allowed: Vec<&str> = COMMON_FIELDS
-                .iter()
-                .filter(|f| !matches!(**f, "description" | "input_schema"))
-                .chain(UPSTREAM_FIELDS.iter())
-                .copied()
-                .collect();
-            let why = if matches!(key.as_str(), "description" | "input_schema") {
-                "comes from the upstream's tools/list and cannot be set here".to_owned()
-            } else {
-                format!("unknown field (expected one of {})", allowed.join(", "))
-            };
-            return Err(bad(key, why));
-        }
+    let (common, own) = fields::read::<UpstreamFields>(entry, &FROM_UPSTREAM)?;
+    if let Some(field) = FROM_UPSTREAM.iter().find(|f| entry.contains_key(**f)) {
+        return Err(bad(
+            field,
+            "comes from the upstream's tools/list and cannot be set here",
+        ));
     }
-    let template = common(entry, config)?;
+    let timeout = common.timeout.clone().map(|l| (l.value, l.written));
+    let template = tool_spec(common, config)?;
     let name = template.tool.name.clone();
-    let target = match (entry.get("command"), entry.get("url")) {
+    let target = match (own.command, own.url) {
         (None, None) => {
             return Err(bad(
                 "command",
@@ -127,48 +167,18 @@ pub(super) fn entry(
             ));
         }
         (Some(_), Some(_)) => return Err(bad("url", "give either command or url, not both")),
-        (Some(v), None) => {
-            let argv = string_list(v)
-                .filter(|a| a.first().is_some_and(|p| !p.is_empty()))
-                .ok_or_else(|| bad("command", "expected a non-empty list of strings"))?;
-            let env = match entry.get("env") {
-                None => Vec::new(),
-                Some(v) => string_list(v)
-                    .filter(|l| {
-                        l.iter()
-                            .all(|n| !n.is_empty() && !n.contains(['=', '\0']) && n != "PATH")
-                    })
-                    .ok_or_else(|| {
-                        bad(
-                            "env",
-                            "expected a list of variable names (no '=', PATH is always passed)",
-                        )
-                    })?,
-            };
-            let cwd = match entry.get("cwd") {
-                None => None,
-                Some(v) => {
-                    let dir = base.join(
-                        v.as_str()
-                            .ok_or_else(|| bad("cwd", "expected a path string"))?,
-                    );
-                    if !dir.is_dir() {
-                        return Err(bad("cwd", format!("{} is not a directory", dir.display())));
-                    }
-                    Some(dir)
-                }
-            };
-            Target::Command { argv, env, cwd }
-        }
-        (None, Some(v)) => {
-            for field in ["env", "cwd"] {
-                if entry.contains_key(field) {
-                    return Err(bad(field, "applies to command, not to url"));
-                }
+        (Some(argv), None) => Target::Command {
+            argv,
+            env: own.env.unwrap_or_default(),
+            cwd: own.cwd.map(|s| directory(base, &s)).transpose()?,
+        },
+        (None, Some(url)) => {
+            if own.env.is_some() {
+                return Err(bad("env", "applies to command, not to url"));
             }
-            let url = v
-                .as_str()
-                .ok_or_else(|| bad("url", "expected a string like \"http://host:port/mcp\""))?;
+            if own.cwd.is_some() {
+                return Err(bad("cwd", "applies to command, not to url"));
+            }
             let ok = (url.starts_with("http://") || url.starts_with("https://"))
                 && url.parse::<hyper::Uri>().is_ok_and(|u| u.host().is_some());
             if !ok {
@@ -179,55 +189,25 @@ pub(super) fn entry(
                     ),
                 ));
             }
-            Target::Url(url.to_owned())
+            Target::Url(url)
         }
     };
-    let select = match entry.get("tools") {
-        None => {
-            return Err(bad(
-                "tools",
-                "missing (tools = [\"*\"] for all, or a list of tool names)",
-            ));
-        }
-        Some(v) => match string_list(v) {
-            Some(l) if l == ["*"] => Select::All,
-            Some(l) if !l.is_empty() && l.iter().all(|n| !n.is_empty() && n != "*") => {
-                let mut seen = HashSet::new();
-                if let Some(dup) = l.iter().find(|n| !seen.insert(n.as_str())) {
-                    return Err(bad("tools", format!("{dup:?} is listed twice")));
-                }
-                Select::Names(l)
-            }
-            _ => {
-                return Err(bad(
-                    "tools",
-                    "expected [\"*\"] or a non-empty list of tool names",
-                ));
-            }
-        },
+    let Some(select) = own.tools else {
+        return Err(bad(
+            "tools",
+            "missing (tools = [\"*\"] for all, or a list of tool names)",
+        ));
     };
-    let prefix = match entry.get("prefix") {
-        None => String::new(),
-        Some(v) => {
-            let p = v
-                .as_str()
-                .ok_or_else(|| bad("prefix", "expected a string"))?;
-            if !p
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
-            {
-                return Err(bad(
-                    "prefix",
-                    format!("{p:?}: expected characters of A-Z a-z 0-9 _ . -"),
-                ));
-            }
-            p.to_owned()
-        }
-    };
-    let timeout = match entry.get("timeout") {
-        None => None,
-        Some(v) => Some(duration(v, "timeout")?),
-    };
+    let prefix = own.prefix.unwrap_or_default();
+    if !prefix
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+    {
+        return Err(bad(
+            "prefix",
+            format!("{prefix:?}: expected characters of A-Z a-z 0-9 _ . -"),
+        ));
+    }
     Ok(Upstream {
         place,
         name,

@@ -1,29 +1,21 @@
-//! One exchange with an `[[http]]` tool's service: the client (plain http and https, as
-//! the gateway's JWKS fetch builds it), a request carrying the entry's headers to its own
-//! origin only, and the answer read up to `max_output` bytes within [`REQUEST_TIMEOUT`].
+//! One exchange with an `[[http]]` tool's service: a request on the catalog's client
+//! (`catalog/web.rs`) carrying the entry's headers to its own origin only, and the answer
+//! read up to `max_output` bytes within [`REQUEST_TIMEOUT`].
 //! What an answer means is `catalog/http.rs`.
 
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
-use hyper::body::Incoming;
+use http_body_util::Full;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, StatusCode, Uri};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
 use super::url::{origin, same_origin};
+use crate::catalog::web;
 
 /// Longest wait for one answer (connect, headers and body).
 pub(super) const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
-/// Longest wait for a connection.
-const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Longest body excerpt in an error, in characters.
 const EXCERPT_CHARS: usize = 500;
-
-/// rustls with `ring` and the webpki roots; HTTP/1.1.
-type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// The service of one entry: its URL, the headers read from the environment at start,
 /// and how much of a body is read.
@@ -32,7 +24,7 @@ pub(super) struct Service {
     /// Marked sensitive; sent only to `url`'s origin.
     headers: HeaderMap,
     pub(super) max_output: usize,
-    client: HttpsClient,
+    client: web::Client,
 }
 
 impl Service {
@@ -41,12 +33,11 @@ impl Service {
     /// # Errors
     /// TLS cannot be set up (the platform's crypto provider is unusable).
     pub(super) fn new(url: Uri, headers: HeaderMap, max_output: usize) -> Result<Self, String> {
-        let https = crate::catalog::web_connector(CONNECT_TIMEOUT)?;
         Ok(Service {
             url,
             headers,
             max_output,
-            client: Client::builder(TokioExecutor::new()).build(https),
+            client: web::client()?,
         })
     }
 
@@ -95,7 +86,7 @@ impl Service {
                 }
             })?;
             let (parts, body) = response.into_parts();
-            let (body, over) = read_bounded(body, self.max_output)
+            let (body, over) = web::read_bounded(body, self.max_output)
                 .await
                 .map_err(|e| NoAnswer::Broken(mcp_tasks_shared::error_chain(&e)))?;
             Ok(Reply {
@@ -174,20 +165,4 @@ impl NoAnswer {
             NoAnswer::Broken(e) => format!("the request to {origin} failed: {e}"),
         }
     }
-}
-
-/// Read `body` up to `max` bytes; whether there was more (then the rest is left unread).
-async fn read_bounded(mut body: Incoming, max: usize) -> Result<(Vec<u8>, bool), hyper::Error> {
-    let mut out = Vec::new();
-    while let Some(frame) = body.frame().await {
-        if let Ok(data) = frame?.into_data() {
-            let room = max - out.len();
-            if data.len() > room {
-                out.extend_from_slice(&data[..room]);
-                return Ok((out, true));
-            }
-            out.extend_from_slice(&data);
-        }
-    }
-    Ok((out, false))
 }

@@ -1,6 +1,6 @@
 //! URLs of `[[http]]` tools: the entry's fixed URL checked, the status URLs a service
-//! gives resolved against it, and which of them share its origin (and so get the entry's
-//! headers). Nothing here does I/O.
+//! gives resolved against it (by the `url` crate), and which of them share its origin (and
+//! so get the entry's headers). Nothing here does I/O.
 
 use hyper::Uri;
 
@@ -48,77 +48,16 @@ pub(super) fn same_origin(a: &Uri, b: &Uri) -> bool {
 }
 
 /// `reference` (a `Location` or a status URL from the service) resolved against `base`
-/// (RFC 3986 §5.2): absolute, `//host/path`, `/path`, `path`, `?query`. The result must be
-/// an http(s) URL with a host.
+/// (RFC 3986 §5.2, by the `url` crate): absolute, `//host/path`, `/path`, `path`,
+/// `?query`; the fragment is dropped. The result must be an http(s) URL with a host.
 pub(super) fn resolve(base: &Uri, reference: &str) -> Result<Uri, String> {
     let reference = reference.trim();
-    let reference = reference.split('#').next().unwrap_or_default();
-    let scheme = base.scheme_str().unwrap_or("http");
-    let authority = base.authority().map_or("", |a| a.as_str());
-    let base_path = base.path();
-    let (path, query) = match reference.find('?') {
-        Some(i) => reference.split_at(i),
-        None => (reference, ""),
-    };
-    let joined = if has_scheme(reference) {
-        reference.to_owned()
-    } else if reference.starts_with("//") {
-        format!("{scheme}:{reference}")
-    } else if path.starts_with('/') {
-        format!("{scheme}://{authority}{}{query}", remove_dots(path))
-    } else if path.is_empty() {
-        let query = if query.is_empty() {
-            base.query().map(|q| format!("?{q}")).unwrap_or_default()
-        } else {
-            query.to_owned()
-        };
-        format!("{scheme}://{authority}{base_path}{query}")
-    } else {
-        let dir = &base_path[..base_path.rfind('/').map_or(0, |i| i + 1)];
-        let merged = format!("{}{path}", if dir.is_empty() { "/" } else { dir });
-        format!("{scheme}://{authority}{}{query}", remove_dots(&merged))
-    };
-    let url = check_url(&joined).map_err(|why| format!("{reference:?}: {why}"))?;
-    Ok(url)
-}
-
-/// Whether `reference` starts with `SCHEME:` (a letter, then letters, digits, `+-.`).
-fn has_scheme(reference: &str) -> bool {
-    let end = reference.find([':', '/', '?', '#']);
-    match end {
-        Some(i) if reference[i..].starts_with(':') => {
-            let scheme = &reference[..i];
-            scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-                && scheme
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
-        }
-        _ => false,
-    }
-}
-
-/// An absolute path without its `.` and `..` segments (RFC 3986 §5.2.4).
-fn remove_dots(path: &str) -> String {
-    let mut out: Vec<&str> = Vec::new();
-    let segments: Vec<&str> = path.split('/').skip(1).collect();
-    for (i, segment) in segments.iter().enumerate() {
-        let last = i + 1 == segments.len();
-        match *segment {
-            "." => {
-                if last {
-                    out.push("");
-                }
-            }
-            ".." => {
-                out.pop();
-                if last {
-                    out.push("");
-                }
-            }
-            s => out.push(s),
-        }
-    }
-    format!("/{}", out.join("/"))
+    let base = url::Url::parse(&base.to_string()).map_err(|e| format!("{base}: {e}"))?;
+    let mut joined = base
+        .join(reference)
+        .map_err(|e| format!("{reference:?}: not a URL: {e}"))?;
+    joined.set_fragment(None);
+    check_url(joined.as_str()).map_err(|why| format!("{reference:?}: {why}"))
 }
 
 #[cfg(test)]

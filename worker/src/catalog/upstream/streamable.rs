@@ -4,21 +4,20 @@
 //! `Mcp-Session-Id` from `initialize` rides on every later POST, `MCP-Protocol-Version`
 //! after the handshake; closing the session is a DELETE.
 //!
-//! Plain `http://` only (the worker has no TLS client). No standalone GET stream and no
-//! resumption of a broken SSE stream: a call whose stream breaks fails.
+//! The requests go out on the catalog's client (`catalog/web.rs`), `http://` or
+//! `https://`. No standalone GET stream and no resumption of a broken SSE stream: a call
+//! whose stream breaks fails.
 
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
 use serde_json::Value;
 
 use super::session::Core;
+use crate::catalog::web;
 
 /// Largest JSON body read from the upstream.
 const MAX_BODY: usize = 16 << 20;
@@ -31,7 +30,7 @@ pub(super) struct Http {
 
 struct Inner {
     url: hyper::Uri,
-    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: web::Client,
     session_id: Mutex<Option<String>>,
     version: Mutex<Option<String>>,
     core: Arc<Core>,
@@ -41,11 +40,10 @@ impl Http {
     /// A transport for `url` feeding `core`; nothing is sent yet.
     pub(super) fn new(url: &str, core: Arc<Core>) -> Result<Http, String> {
         let url: hyper::Uri = url.parse().map_err(|e| format!("bad url {url}: {e}"))?;
-        let connector = crate::catalog::web_connector(std::time::Duration::from_secs(10))?;
         Ok(Http {
             inner: Arc::new(Inner {
                 url,
-                client: Client::builder(TokioExecutor::new()).build(connector),
+                client: web::client()?,
                 session_id: Mutex::default(),
                 version: Mutex::default(),
                 core,
@@ -220,11 +218,11 @@ impl Http {
     }
 }
 
-async fn read_all(body: Incoming) -> Result<Bytes, String> {
-    let limited = http_body_util::Limited::new(body, MAX_BODY);
-    limited
-        .collect()
-        .await
-        .map(http_body_util::Collected::to_bytes)
-        .map_err(|e| format!("cannot read the upstream's answer: {e}"))
+/// The whole body, at most [`MAX_BODY`] bytes.
+async fn read_all(body: Incoming) -> Result<Vec<u8>, String> {
+    match web::read_bounded(body, MAX_BODY).await {
+        Ok((bytes, false)) => Ok(bytes),
+        Ok((_, true)) => Err("cannot read the upstream's answer: length limit exceeded".to_owned()),
+        Err(e) => Err(format!("cannot read the upstream's answer: {e}")),
+    }
 }

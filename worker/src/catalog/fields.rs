@@ -1,0 +1,205 @@
+//! How an entry's fields are read: the fields every kind takes ([`Common`]), the readers
+//! of the field types that have a wording of their own (durations, policies, byte counts,
+//! variable names), and the one place a serde error becomes a [`FieldError`].
+//!
+//! Each kind declares its own fields as a struct in its module (`catalog/command.rs`,
+//! `catalog/http.rs`, `catalog/upstream.rs`); [`read`] checks an entry's keys against
+//! the union of [`Common`]'s and the kind's field names once, then reads both. (Serde's
+//! `deny_unknown_fields` cannot be combined with `flatten`, and its message would not name
+//! the field as ours do.) A required field is an `Option` here, so that "missing" is said
+//! by the kind with a hint; what serde cannot check (placeholders, variables present,
+//! URL schemes, regular expressions) the kind checks after reading.
+
+use std::time::Duration;
+
+use mcp_tasks_shared::config::parse_duration;
+use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
+use serde::{Deserialize, de::Error as _};
+
+use super::{DEFAULT_MAX_OUTPUT, FieldError, bad};
+use crate::Policy;
+
+/// The fields every kind takes (`[[upstream]]` refuses `description` and `input_schema`).
+#[derive(Debug, Deserialize)]
+pub(super) struct Common {
+    pub(super) name: Option<String>,
+    pub(super) description: Option<String>,
+    pub(super) input_schema: Option<serde_json::Value>,
+    #[serde(default, deserialize_with = "policy")]
+    pub(super) policy: Option<Policy>,
+    pub(super) queue: Option<String>,
+    pub(super) ttl: Option<Limit>,
+    pub(super) poll_interval: Option<Limit>,
+    pub(super) timeout: Option<Limit>,
+    #[serde(default, deserialize_with = "flag")]
+    pub(super) outlives_caller: bool,
+}
+
+/// A positive duration like `30s`, and the text it was written as (for messages).
+#[derive(Debug, Clone)]
+pub(crate) struct Limit {
+    pub(crate) value: Duration,
+    pub(crate) written: String,
+}
+
+impl<'de> Deserialize<'de> for Limit {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        checked(d, |v| {
+            v.as_str()
+                .and_then(|s| {
+                    let written = s.trim();
+                    parse_duration(written)
+                        .filter(|d| !d.is_zero())
+                        .map(|value| Limit {
+                            value,
+                            written: written.to_owned(),
+                        })
+                })
+                .ok_or_else(|| {
+                    format!("{v}: expected a duration like \"250ms\", \"30s\", \"5m\", \"1h\"")
+                })
+        })
+    }
+}
+
+/// One entry read as [`Common`] and the kind's fields `K`.
+///
+/// # Errors
+/// A key neither declares (listed with those allowed, less `refused`, which the caller
+/// words itself), or a field of the wrong type or value.
+pub(super) fn read<K: DeserializeOwned>(
+    entry: &toml::Table,
+    refused: &[&str],
+) -> Result<(Common, K), FieldError> {
+    let known: Vec<&str> = field_names::<Common>()
+        .iter()
+        .chain(field_names::<K>())
+        .copied()
+        .filter(|f| !refused.contains(f))
+        .collect();
+    if let Some(key) = entry
+        .keys()
+        .find(|k| !known.contains(&k.as_str()) && !refused.contains(&k.as_str()))
+    {
+        return Err(bad(
+            key,
+            format!("unknown field (expected one of {})", known.join(", ")),
+        ));
+    }
+    Ok((typed(entry)?, typed(entry)?))
+}
+
+/// `entry` as `T`, which ignores the keys it does not declare.
+fn typed<T: DeserializeOwned>(entry: &toml::Table) -> Result<T, FieldError> {
+    serde_path_to_error::deserialize(toml::Value::Table(entry.clone())).map_err(|e| {
+        let field = e.path().iter().next().map(ToString::to_string);
+        let message = e.into_inner().message().trim().to_owned();
+        // Serde says "invalid type: integer `3`, expected a string"; the value is in the
+        // file, the expectation is the news.
+        let problem = match message.split_once(", expected ") {
+            Some((head, want)) if head.starts_with("invalid type: ") => format!("expected {want}"),
+            _ => message,
+        };
+        bad(field.as_deref().unwrap_or("?"), problem)
+    })
+}
+
+/// The names of `T`'s fields, as serde's derive hands them to `deserialize_struct`.
+fn field_names<T: DeserializeOwned>() -> &'static [&'static str] {
+    struct Probe<'a>(&'a mut &'static [&'static str]);
+
+    impl<'de> Deserializer<'de> for Probe<'_> {
+        type Error = de::value::Error;
+
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+            Err(Self::Error::custom("not a struct"))
+        }
+
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            *self.0 = fields;
+            Err(Self::Error::custom("only the field names were wanted"))
+        }
+
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+            identifier ignored_any
+        }
+    }
+
+    let mut fields: &'static [&'static str] = &[];
+    let _ = T::deserialize(Probe(&mut fields));
+    fields
+}
+
+/// Read the field as TOML, then `check` it; its `Err` is the whole problem.
+pub(super) fn checked<'de, D: Deserializer<'de>, T>(
+    d: D,
+    check: impl FnOnce(&toml::Value) -> Result<T, String>,
+) -> Result<T, D::Error> {
+    let v = toml::Value::deserialize(d)?;
+    check(&v).map_err(D::Error::custom)
+}
+
+/// `true` or `false`.
+pub(super) fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    checked(d, |v| {
+        v.as_bool()
+            .ok_or_else(|| "expected true or false".to_owned())
+    })
+}
+
+fn policy<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Policy>, D::Error> {
+    checked(d, |v| match v.as_str() {
+        Some("task") => Ok(Some(Policy::Task)),
+        Some("auto") => Ok(Some(Policy::Auto)),
+        Some("sync") => Ok(Some(Policy::Sync)),
+        Some("task_only") => Ok(Some(Policy::TaskOnly)),
+        _ => Err(format!(
+            "{v}: expected \"task\", \"auto\", \"sync\" or \"task_only\""
+        )),
+    })
+}
+
+/// `max_output` when unset: [`DEFAULT_MAX_OUTPUT`].
+pub(super) fn default_max_output() -> usize {
+    DEFAULT_MAX_OUTPUT
+}
+
+/// `max_output`: a positive number of bytes.
+pub(super) fn max_output<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    checked(d, |v| {
+        v.as_integer()
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| "expected a positive number of bytes".to_owned())
+    })
+}
+
+/// `env`: names of variables copied from the worker's environment (PATH always is).
+pub(super) fn env_names<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    checked(d, |v| {
+        string_list(v)
+            .filter(|l| {
+                l.iter()
+                    .all(|n| !n.is_empty() && !n.contains(['=', '\0']) && n != "PATH")
+            })
+            .map(Some)
+            .ok_or_else(|| {
+                "expected a list of variable names (no '=', PATH is always passed)".to_owned()
+            })
+    })
+}
+
+/// A list of strings, or `None` when `v` is anything else.
+pub(super) fn string_list(v: &toml::Value) -> Option<Vec<String>> {
+    v.as_array()?
+        .iter()
+        .map(|x| x.as_str().map(str::to_owned))
+        .collect()
+}

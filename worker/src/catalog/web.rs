@@ -1,0 +1,68 @@
+//! The one HTTP client stack of the catalog's outbound calls: `[[http]]` services
+//! (`catalog/http/client.rs`) and Streamable HTTP upstreams
+//! (`catalog/upstream/streamable.rs`) build their client here and read bodies here.
+//!
+//! hyper-util's client over rustls with `ring` and the webpki roots (as everywhere in
+//! this project: no OpenSSL, no system certificate store), HTTP/1.1, plain `http://` too.
+//! It follows no redirect: each caller decides what a `3xx` means (`catalog/http.rs`
+//! follows a job's status URL itself, sending the entry's headers to its own origin only).
+//! Overall time limits are the callers' too; an SSE answer may last as long as its call.
+//!
+//! Why not reqwest: 0.13 offers rustls only with aws-lc-rs, or with no provider at all
+//! and then needs a process-wide default installed before *any* reqwest client is built;
+//! enabling it here turns on TLS in the reqwest that OpenTelemetry's OTLP/HTTP exporter
+//! builds (one build per workspace), and that exporter then panics at start.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+/// Longest wait for a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An http-or-https client sending whole bodies.
+pub(crate) type Client =
+    hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// A new client (each service or session keeps its own, with its connection pool).
+///
+/// # Errors
+/// TLS cannot be set up (the platform's crypto provider is unusable).
+pub(crate) fn client() -> Result<Client, String> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+        .map_err(|e| format!("cannot set up TLS: {e}"))?
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    Ok(hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https))
+}
+
+/// Read `body` up to `max` bytes; whether there was more (then the rest is left unread).
+///
+/// # Errors
+/// The body broke off.
+pub(crate) async fn read_bounded(
+    mut body: Incoming,
+    max: usize,
+) -> Result<(Vec<u8>, bool), hyper::Error> {
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            let room = max - out.len();
+            if data.len() > room {
+                out.extend_from_slice(&data[..room]);
+                return Ok((out, true));
+            }
+            out.extend_from_slice(&data);
+        }
+    }
+    Ok((out, false))
+}
