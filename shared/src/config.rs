@@ -232,9 +232,15 @@ pub fn default_max_connections(open_files: Option<u64>) -> usize {
 }
 
 /// Parse a duration: `250ms`, `30s`, `5m`, `1h`, `2d`, or combined (`1h30m`); a bare number
-/// has no unit and is refused. The one duration parser of the project.
+/// has no unit and is refused, and so is a space inside (`1 day`: in an environment
+/// variable that is more often a quoting slip than meant). The one duration parser of the
+/// project.
 pub fn parse_duration(s: &str) -> Option<Duration> {
-    humantime::parse_duration(s.trim()).ok()
+    let s = s.trim();
+    if s.contains(char::is_whitespace) {
+        return None;
+    }
+    humantime::parse_duration(s).ok()
 }
 
 fn list(s: &str) -> Option<Vec<String>> {
@@ -960,6 +966,7 @@ mod tests {
         assert_eq!(parse_duration("2d"), Some(Duration::from_secs(2 * 86_400)));
         assert_eq!(parse_duration("1h30m"), Some(Duration::from_secs(5400)));
         assert_eq!(parse_duration("-1s"), None);
+        assert_eq!(parse_duration("1 day"), None);
     }
 
     #[test]

@@ -8,8 +8,11 @@
 //! own from a small pool ([`Acked`]), writes, waits, and gives it back.
 //!
 //! What a timeout (fewer replicas confirmed in time) means, per change:
-//! - create: the task is cancelled at once (so it does not run unasked) and the caller gets
-//!   [`crate::StoreError::Unreplicated`], a retryable error: no task id was handed out;
+//! - create: the task is cancelled at once and the caller gets
+//!   [`crate::StoreError::Unreplicated`], a retryable error: no task id was handed out. The
+//!   job was queued with the task (one script), so a worker may have started it within the
+//!   wait; its run is then cancelled as `tasks/cancel` would, and a job shorter than the
+//!   wait may have finished: the same at-least-once contract as a job whose worker died;
 //! - answer, cancel, finish: the change stands (it cannot be taken back), the store logs a
 //!   warning and reports [`crate::observe::Observed::Unreplicated`] (a metric), and the
 //!   caller is answered as usual.

@@ -126,3 +126,98 @@ async fn bad_sentinel_urls_stop_the_binaries_with_one_line() -> Result<()> {
     }
     Ok(())
 }
+
+/// Acknowledged means replicated (issue 14, part 2): with `MCPT_REDIS_WAIT_REPLICAS=1` a
+/// create is answered only once the replica has it; with the replica gone, a create is
+/// refused with a retryable error naming the variable (and counted), and the task it
+/// wrote is cancelled, whether or not a worker had started it; an answer to a running task
+/// still stands and is counted as unconfirmed.
+#[tokio::test]
+async fn creates_wait_for_a_replica_and_are_refused_without_one() -> Result<()> {
+    let primary = RedisServer::start()?;
+    let mut replica = RedisServer::start_replica_of(&primary)?;
+    let env = [
+        ("MCPT_REDIS_WAIT_REPLICAS", "1".to_owned()),
+        ("MCPT_REDIS_WAIT_TIMEOUT", "2s".to_owned()),
+    ];
+    let gateway = Gateway::start(&primary.url(), &env)?;
+    let _worker = Worker::start(&primary.url(), &env)?;
+    let client = gateway.client();
+    client.wait_for_tool("sleep").await?;
+    // The replica must have synced before it can confirm anything.
+    let synced = Instant::now();
+    while !primary
+        .cli(&["INFO", "replication"])?
+        .contains("state=online")
+    {
+        ensure!(
+            synced.elapsed() < Duration::from_secs(20),
+            "the replica never synced"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let id = client.start_task("sleep", json!({"ms": 10})).await?;
+    client
+        .wait_status(&id, "completed", Duration::from_secs(20))
+        .await?;
+    ensure!(
+        replica.task_field(&id, "status")? == "completed",
+        "the replica should hold the finished task"
+    );
+    let asking = client
+        .start_task("ask", json!({"question": "colour?"}))
+        .await?;
+    client
+        .wait_status(&asking, "input_required", Duration::from_secs(20))
+        .await?;
+
+    replica.kill();
+    let started = Instant::now();
+    let refused = client
+        .call("sleep", json!({"ms": 5000}), &caps_tasks())
+        .await?;
+    let message = refused.body["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    ensure!(
+        message.contains("MCPT_REDIS_WAIT_REPLICAS") && message.contains("try again"),
+        "a create without a replica: {}",
+        refused.body
+    );
+    ensure!(
+        started.elapsed() < Duration::from_secs(5),
+        "the refusal took {:?}",
+        started.elapsed()
+    );
+    // The refused create's task (the one task in Redis besides the two above) is
+    // cancelled, not left to run for 5 s.
+    let keys = primary.cli(&["--scan", "--pattern", "mcpt:task:*"])?;
+    let others: Vec<&str> = keys
+        .lines()
+        .filter(|k| !k.contains(&id) && !k.contains(&asking))
+        .collect();
+    ensure!(others.len() == 1, "tasks besides the two: {others:?}");
+    let status = primary.cli(&["HGET", others[0], "status"])?;
+    ensure!(status.trim() == "cancelled", "{}: {status}", others[0]);
+    // An answer stands (it cannot be taken back) and is counted.
+    let task = client.get(&asking).await?;
+    let key = task["inputRequests"]
+        .as_object()
+        .and_then(|m| m.keys().next().cloned())
+        .context("no input request")?;
+    let answered = client
+        .update(
+            &asking,
+            json!({key: {"action": "accept", "content": {"answer": "blue"}}}),
+        )
+        .await?;
+    ensure!(answered.body.get("error").is_none(), "{}", answered.body);
+    let metrics = mcp_tasks_tests::metrics_text(gateway.addr).await?;
+    for op in ["create", "answer"] {
+        let n =
+            mcp_tasks_tests::metric_value(&metrics, "mcpt_redis_unreplicated_total", &[("op", op)]);
+        ensure!(n >= 1.0, "mcpt_redis_unreplicated_total{{op={op}}} = {n}");
+    }
+    Ok(())
+}
