@@ -8,6 +8,8 @@
 //!
 //! The job loop itself is in `runner.rs`; everything Redis is in `mcp_tasks_store`.
 
+#![warn(missing_docs)]
+
 mod admin;
 pub mod catalog;
 mod claims;
