@@ -1,6 +1,7 @@
 //! End-to-end tests: one test binary (STYLE.md §9). Each test starts its own Redis and the
 //! real binaries; each names the checklist ids it covers.
 
+mod abuse;
 mod auth;
 mod bad_input;
 mod chaos;

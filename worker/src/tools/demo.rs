@@ -64,12 +64,8 @@ impl Tool for Sleep {
     }
 
     fn call(&self, ctx: TaskContext, args: Value) -> ToolFuture {
-        let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
-        let steps = args
-            .get("steps")
-            .and_then(Value::as_u64)
-            .unwrap_or(1)
-            .max(1);
+        let ms = args.get("ms").and_then(whole_number).unwrap_or(0);
+        let steps = args.get("steps").and_then(whole_number).unwrap_or(1).max(1);
         // Nothing to wait for and no steps asked for: nothing to report either (the
         // benchmark's unit of work, one lifecycle with no status writes).
         let quiet = ms == 0 && args.get("steps").is_none();
@@ -86,6 +82,16 @@ impl Tool for Sleep {
             Ok(CallToolResult::text(format!("slept {ms} ms")))
         })
     }
+}
+
+/// A JSON number without a fractional part, as the schema's `integer` accepts it: `1000`,
+/// and also `1e3` or `1000.0`, which serde_json holds as floats.
+fn whole_number(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| {
+        let f = v.as_f64()?;
+        // Exact below 2^53; the schema bounds `ms` far lower.
+        (f >= 0.0 && f.fract() == 0.0 && f < 9_007_199_254_740_992.0).then_some(f as u64)
+    })
 }
 
 struct Ask;
@@ -156,5 +162,26 @@ impl Tool for Fail {
                 Ok(CallToolResult::error_text(message))
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_numbers_in_any_json_spelling() {
+        for (text, want) in [
+            ("1000", Some(1000)),
+            ("1e3", Some(1000)),
+            ("1000.0", Some(1000)),
+            ("0", Some(0)),
+            ("1.5", None),
+            ("-1", None),
+            ("\"5\"", None),
+        ] {
+            let v: Value = serde_json::from_str(text).expect("JSON");
+            assert_eq!(whole_number(&v), want, "{text}");
+        }
     }
 }
