@@ -38,6 +38,23 @@ struct Inner {
     /// Input keys asked in this run, bounded by `max_inputs`.
     asked: std::sync::Mutex<std::collections::HashSet<String>>,
     max_inputs: u32,
+    /// Status messages written and waiting: see [`STATUS_WINDOW`].
+    status: tokio::sync::Mutex<StatusWrites>,
+}
+
+/// Status messages set within this long of the last one written are coalesced: the latest
+/// is written when the window ends. A tool that reports every millisecond costs Redis ten
+/// writes a second, not a thousand (issue 20), and every change still shows within 100 ms.
+const STATUS_WINDOW: std::time::Duration = std::time::Duration::from_millis(100);
+
+#[derive(Default)]
+struct StatusWrites {
+    /// When the last message was written.
+    last: Option<std::time::Instant>,
+    /// The latest message set since, not yet written.
+    pending: Option<String>,
+    /// A flush is scheduled for the end of the window.
+    scheduled: bool,
 }
 
 impl std::fmt::Debug for TaskContext {
@@ -143,6 +160,7 @@ impl TaskContext {
                 owner: parts.owner,
                 asked: std::sync::Mutex::default(),
                 max_inputs: parts.max_inputs,
+                status: tokio::sync::Mutex::new(StatusWrites::default()),
             }),
         }
     }
@@ -173,8 +191,49 @@ impl TaskContext {
     /// # Errors
     /// [`ToolError::Stopped`] when the task no longer runs here.
     pub async fn set_status(&self, message: impl AsRef<str>) -> Result<(), ToolError> {
-        let i = &self.inner;
         let message = message.as_ref();
+        let mut writes = self.inner.status.lock().await;
+        let now = std::time::Instant::now();
+        if let Some(last) = writes.last
+            && now < last + STATUS_WINDOW
+        {
+            writes.pending = Some(message.to_owned());
+            if !writes.scheduled {
+                writes.scheduled = true;
+                let inner = Arc::downgrade(&self.inner);
+                tokio::spawn(async move {
+                    tokio::time::sleep_until((last + STATUS_WINDOW).into()).await;
+                    // The run is over when its context is gone: nothing left to show.
+                    if let Some(inner) = inner.upgrade() {
+                        let _ = TaskContext { inner }.flush_status().await;
+                    }
+                });
+            }
+            // A stopped task learns it at once, coalesced or not.
+            return if self.inner.stop.is_cancelled() {
+                Err(ToolError::Stopped)
+            } else {
+                Ok(())
+            };
+        }
+        writes.last = Some(now);
+        writes.pending = None;
+        self.write_status(message).await
+    }
+
+    /// Write the status message set last and not yet written, if any.
+    async fn flush_status(&self) -> Result<(), ToolError> {
+        let mut writes = self.inner.status.lock().await;
+        writes.scheduled = false;
+        let Some(message) = writes.pending.take() else {
+            return Ok(());
+        };
+        writes.last = Some(std::time::Instant::now());
+        self.write_status(&message).await
+    }
+
+    async fn write_status(&self, message: &str) -> Result<(), ToolError> {
+        let i = &self.inner;
         let fence = i.fence.get(&i.stop).await?;
         match persist(&i.stop, || {
             i.store.set_message(&i.task_id, &i.owner, fence, message)
@@ -208,6 +267,8 @@ impl TaskContext {
         &self,
         requests: Vec<(String, InputRequest)>,
     ) -> Result<Vec<(String, Value)>, ToolError> {
+        // A coalesced status message goes out before the question, never after it.
+        self.flush_status().await?;
         let i = &self.inner;
         // Bounded per task (MCPT_MAX_INPUT_REQUESTS): a run replayed after a takeover asks
         // the same keys again, which do not count twice.

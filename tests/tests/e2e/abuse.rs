@@ -36,3 +36,65 @@ async fn sleep_takes_an_exponent_integer_at_its_value() -> Result<()> {
     ctx.cleanup().await;
     Ok(())
 }
+
+/// Scripts run so far (`EVALSHA` and `EVAL` in `INFO commandstats`): every task state
+/// change is one.
+fn scripts(redis: &mcp_tasks_tests::RedisServer) -> Result<u64> {
+    let stats = redis.cli(&["INFO", "commandstats"])?;
+    Ok(stats
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum())
+}
+
+/// A tool that reports a status 2,000 times (as fast as the timer lets it) costs Redis
+/// about one status script per 100 ms (the latest message wins), not 2,000; its messages
+/// still show while it runs.
+#[tokio::test]
+async fn a_chatty_task_costs_redis_ten_status_writes_a_second() -> Result<()> {
+    let ctx = TestContext::start(1, 1).await?;
+    let client = ctx.client();
+    client.wait_for_tool("sleep").await?;
+    let before = scripts(&ctx.redis)?;
+    let started = Instant::now();
+    let id = client
+        .start_task("sleep", json!({"ms": 200, "steps": 2000}))
+        .await?;
+    let mut seen = std::collections::BTreeSet::new();
+    loop {
+        let task = client.get(&id).await?;
+        if let Some(message) = task["statusMessage"].as_str() {
+            seen.insert(message.to_owned());
+        }
+        if task["status"] == "completed" {
+            break;
+        }
+        ensure!(
+            started.elapsed() < Duration::from_secs(20),
+            "never completed: {task}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let took = started.elapsed();
+    let spent = scripts(&ctx.redis)?.saturating_sub(before);
+    ensure!(
+        seen.iter().any(|m| m.starts_with("step ")),
+        "no step message showed while it ran: {seen:?}"
+    );
+    // Ten status writes a second, plus create, start, finish and a little slack.
+    let allowed = took.as_millis() as u64 / 100 + 10;
+    ensure!(
+        spent <= allowed,
+        "{spent} scripts for one task that ran {took:?} (at most {allowed} expected)"
+    );
+    ctx.cleanup().await;
+    Ok(())
+}
