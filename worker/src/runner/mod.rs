@@ -1,0 +1,267 @@
+//! The job loop: read jobs with `XREADGROUP` as concurrency slots allow, run each handler
+//! with a [`TaskContext`], and finish the task with one script that also acknowledges and
+//! deletes the stream entry.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use mcp_tasks_shared::metrics;
+use mcp_tasks_store::events::EventHub;
+use mcp_tasks_store::{Delivery, READ_BLOCK, Store};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument as _;
+
+use crate::claims::Claims;
+use crate::tool::Tool;
+
+mod job;
+
+/// Most jobs taken in one read.
+const MAX_BATCH: usize = 64;
+
+/// How long one sweep holds the fleet-wide sweep lease. Short: a holder that keeps finding
+/// abandoned jobs extends it only while it has free slots; when it has none, the lease lapses
+/// and a worker with room (a fresh replacement, say) sweeps instead.
+const SWEEP_LEASE: Duration = Duration::from_millis(250);
+
+/// How long a run goes unwatched (see [`monitor`]).
+const WATCH_AFTER: Duration = Duration::from_millis(20);
+
+/// How long a fresh job runs before it takes its fence (see `run_job`).
+const START_AFTER: Duration = Duration::from_millis(20);
+
+/// The oldest entry (ms since its task was created) that may run before its start script.
+const YOUNG_MS: i64 = 100;
+
+/// How often a running job's task is re-read without events (expiry publishes nothing).
+const RECHECK_EVERY: Duration = Duration::from_secs(10);
+
+pub(crate) struct Runner {
+    pub(crate) store: Store,
+    pub(crate) hub: EventHub,
+    pub(crate) tools: HashMap<String, Arc<dyn Tool>>,
+    pub(crate) queues: Vec<String>,
+    pub(crate) consumer: String,
+    pub(crate) slots: Arc<Semaphore>,
+    pub(crate) tracker: TaskTracker,
+    pub(crate) claims: Claims,
+    /// Claim lifetime without renewal (`MCPT_LEASE`).
+    pub(crate) lease: Duration,
+    /// Starts allowed per job (`MCPT_MAX_DELIVERIES`).
+    pub(crate) max_deliveries: u32,
+    /// Largest result stored (`MCPT_MAX_RESULT_BYTES`).
+    pub(crate) max_result_bytes: usize,
+    /// Input requests allowed per task (`MCPT_MAX_INPUT_REQUESTS`).
+    pub(crate) max_input_requests: u32,
+}
+
+impl Runner {
+    /// Read and dispatch jobs until `shutdown` fires. Every job is given a slot before it
+    /// is read or reclaimed, so nothing sits delivered but unrenewed waiting for one; and
+    /// jobs abandoned by a dead worker are taken before new ones.
+    pub(crate) async fn read_loop(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut reader = None;
+        let mut backoff = Duration::from_millis(100);
+        let sweep_every = (self.lease / 3).clamp(Duration::from_secs(1), Duration::from_secs(5));
+        let mut next_sweep = Instant::now();
+        let mut cursors: HashMap<String, String> = HashMap::new();
+        while !shutdown.is_cancelled() {
+            let first = tokio::select! {
+                () = shutdown.cancelled() => break,
+                p = self.slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            };
+            let mut permits = vec![first];
+            while permits.len() < MAX_BATCH {
+                match self.slots.clone().try_acquire_owned() {
+                    Ok(p) => permits.push(p),
+                    Err(_) => break,
+                }
+            }
+            if Instant::now() >= next_sweep {
+                // While a sweep finds abandoned jobs, sweep again with the next free slots
+                // before taking new jobs: interrupted work has waited longest.
+                let more = self.sweep(&mut permits, &mut cursors, SWEEP_LEASE).await;
+                next_sweep = if more {
+                    Instant::now()
+                } else {
+                    Instant::now() + sweep_every
+                };
+                if permits.is_empty() {
+                    continue;
+                }
+            }
+            if reader.is_none() {
+                match self.store.job_reader().await {
+                    Ok(r) => reader = Some(r),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "worker cannot reach redis; pausing");
+                        pause(&shutdown, &mut backoff).await;
+                        continue;
+                    }
+                }
+            }
+            let Some(r) = reader.as_mut() else { continue };
+            // With every free slot in hand, take what is there without waiting; wait only
+            // holding one slot, so a parked task can resume while the read blocks.
+            let mut read = r
+                .read(&self.queues, &self.consumer, permits.len(), None)
+                .await;
+            if matches!(&read, Ok(found) if found.is_empty()) {
+                permits.truncate(1);
+                read = tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    r = r.read(&self.queues, &self.consumer, 1, Some(READ_BLOCK)) => r,
+                };
+            }
+            let deliveries = match read {
+                Ok(d) => {
+                    backoff = Duration::from_millis(100);
+                    d
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading jobs failed; pausing");
+                    reader = None;
+                    if let Err(e) = self.store.ensure_groups(&self.queues).await {
+                        tracing::debug!(error = %e, "groups not ensured yet");
+                    }
+                    pause(&shutdown, &mut backoff).await;
+                    continue;
+                }
+            };
+            for d in deliveries {
+                let Some(permit) = permits.pop() else {
+                    tracing::error!("more jobs delivered than slots in hand");
+                    break;
+                };
+                self.dispatch(d, permit);
+            }
+        }
+    }
+
+    /// Take over jobs whose worker stopped renewing them, one slot in `permits` each; one
+    /// worker per queue sweeps at a time (the sweep lease), with a bounded count. Returns
+    /// whether more abandoned jobs may be waiting.
+    async fn sweep(
+        self: &Arc<Self>,
+        permits: &mut Vec<OwnedSemaphorePermit>,
+        cursors: &mut HashMap<String, String>,
+        hold: Duration,
+    ) -> bool {
+        let mut more = false;
+        // One stream per queue on one Redis; one per shard of each queue in a cluster.
+        let streams: Vec<(&String, String)> = self
+            .queues
+            .iter()
+            .flat_map(|q| self.store.queue_streams(q).into_iter().map(move |s| (q, s)))
+            .collect();
+        for (queue, stream) in &streams {
+            if permits.is_empty() {
+                return true;
+            }
+            match self
+                .store
+                .take_sweep_lease(queue, stream, &self.consumer, hold)
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    tracing::debug!(error = %e, "cannot take the sweep lease");
+                    continue;
+                }
+            }
+            let cursor = cursors.get(stream).map_or("0-0", String::as_str).to_owned();
+            let (found, next) = match self
+                .store
+                .reclaim(
+                    queue,
+                    stream,
+                    &self.consumer,
+                    self.lease,
+                    &cursor,
+                    permits.len(),
+                )
+                .await
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(queue.name = %queue, error = %e, "sweep failed");
+                    continue;
+                }
+            };
+            if !found.is_empty() {
+                metrics::get()
+                    .deliveries_reclaimed
+                    .add(found.len() as u64, &metrics::queue_attrs(queue));
+            }
+            let asked = permits.len();
+            more |= !found.is_empty() && (found.len() >= asked || next != "0-0");
+            cursors.insert(stream.clone(), next);
+            for d in found {
+                let Some(permit) = permits.pop() else {
+                    return true;
+                };
+                tracing::info!(task.id = %d.task_id, queue.name = %queue, "reclaimed a job its worker abandoned");
+                self.dispatch(d, permit);
+            }
+        }
+        more
+    }
+
+    /// Run a delivered (or reclaimed) job in its own task, holding its claim meanwhile.
+    fn dispatch(self: &Arc<Self>, d: Delivery, permit: OwnedSemaphorePermit) {
+        let parked = Arc::new(AtomicBool::new(false));
+        let (stream, entry) = (d.stream.clone(), d.entry.clone());
+        if !self.claims.hold(
+            &stream,
+            &entry,
+            &self.store.task_key(&d.task_id, &d.owner),
+            parked.clone(),
+        ) {
+            tracing::debug!(task.id = %d.task_id, "reclaimed a job this worker still runs; keeping the run");
+            return;
+        }
+        let span = tracing::info_span!(
+            "job",
+            task.id = %d.task_id,
+            queue.name = %d.queue,
+            tool.name = tracing::field::Empty,
+            queue.wait_ms = tracing::field::Empty,
+        );
+        // One trace from tools/call through the queue to this run.
+        if let Ok(job) = &d.job
+            && let Some(parent) = &job.traceparent
+        {
+            mcp_tasks_shared::telemetry::set_parent(&span, parent);
+        }
+        let this = self.clone();
+        let handle = self
+            .tracker
+            .spawn(async move { this.run_job(d, permit, parked).await }.instrument(span));
+        self.claims
+            .set_abort(&stream, &entry, handle.abort_handle());
+    }
+
+    /// Renew this worker's claims every third of the lease, until `stop`.
+    pub(crate) async fn renew_loop(self: Arc<Self>, stop: CancellationToken) {
+        let mut tick = tokio::time::interval(self.lease / 3);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = tick.tick() => self.claims.renew(&self.store, &self.consumer).await,
+            }
+        }
+    }
+}
+
+async fn pause(shutdown: &CancellationToken, backoff: &mut Duration) {
+    tokio::select! {
+        () = shutdown.cancelled() => {}
+        () = tokio::time::sleep(*backoff) => {}
+    }
+    *backoff = (*backoff * 2).min(Duration::from_secs(5));
+}
