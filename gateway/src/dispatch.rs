@@ -1,27 +1,29 @@
-//! Method → handler.
+//! Typed params → handler, for 2026-07-28 requests (2025 sessions route in `legacy/`).
 
 use std::sync::Arc;
 
-use crate::State;
-use crate::envelope::Request;
+use crate::envelope::{Params, Request};
 use crate::error::DispatchError;
 use crate::handlers;
-use crate::http::Reply;
+use crate::reply::Reply;
+use crate::state::State;
 
-/// Run the handler for `req`'s method (already known to be implemented).
+/// Run the handler for `req`'s method with its typed `params`.
 pub(crate) async fn dispatch(
     state: &Arc<State>,
     req: Request,
+    params: Params,
     accepts_sse: bool,
 ) -> Result<Reply, DispatchError> {
-    match req.method.as_str() {
-        "server/discover" => handlers::discover::discover(&req),
-        "tools/list" => handlers::tools::list(state, &req).await,
-        "tools/call" => handlers::tools::call(state, req).await,
-        "tasks/get" => handlers::tasks::get(state, &req).await,
-        "tasks/update" => handlers::tasks::update(state, &req).await,
-        "tasks/cancel" => handlers::tasks::cancel(state, &req).await,
-        "subscriptions/listen" => handlers::listen::listen(state, req, accepts_sse).await,
-        other => Err(DispatchError::MethodNotFound(other.to_owned())),
+    match params {
+        Params::Discover => handlers::discover::discover(&req),
+        Params::ListTools(p) => handlers::tools::list(state, &req, &p).await,
+        // Boxed: a call's future is the deepest of all (it creates the task through the
+        // store), and nesting it here would put its whole layout inside every request's.
+        Params::CallTool(p) => Box::pin(handlers::tools::call(state, req, p)).await,
+        Params::GetTask(p) => handlers::tasks::get(state, &req, &p).await,
+        Params::UpdateTask(p) => handlers::tasks::update(state, &req, &p).await,
+        Params::CancelTask(p) => handlers::tasks::cancel(state, &req, &p).await,
+        Params::Listen(p) => handlers::listen::listen(state, req, p, accepts_sse).await,
     }
 }

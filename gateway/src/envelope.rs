@@ -1,31 +1,28 @@
 //! From body bytes to a checked request: JSON, the JSON-RPC envelope (B-02, B-03), the
-//! required `_meta` fields (B-06), the version header (B-18, B-19) and the method and name
-//! headers (B-20, B-21, T-40, T-41), in the order base-protocol.md §7.5 suggests.
+//! required `_meta` fields (B-06), the version header (B-18, B-19), the method and name
+//! headers (B-20, B-21, T-40, T-41), in the order base-protocol.md §7.5 suggests, and the
+//! method's typed params.
 
 use mcp_tasks_protocol::PROTOCOL_VERSION;
 use mcp_tasks_protocol::jsonrpc::Id;
-use mcp_tasks_protocol::meta::{CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY};
+use mcp_tasks_protocol::legacy::InitializeParams;
+use mcp_tasks_protocol::meta::{CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY, TRACEPARENT_KEY};
+use mcp_tasks_protocol::method::Method;
+use mcp_tasks_protocol::params::{
+    self, CallToolParams, CancelTaskParams, GetTaskParams, ListToolsParams, ListenParams, META,
+    Member, UpdateTaskParams,
+};
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::error::DispatchError;
 use crate::headers::{HeaderValueError, Routing, RoutingHeader};
 
-/// Methods this server implements; anything else is -32601 (B-23, T-39).
-pub(crate) const METHODS: &[&str] = &[
-    "server/discover",
-    "tools/list",
-    "tools/call",
-    "tasks/get",
-    "tasks/update",
-    "tasks/cancel",
-    "subscriptions/listen",
-];
-
 /// A parsed body: a request or a notification.
 #[derive(Debug)]
 pub(crate) enum Body {
-    /// A request that passed every envelope and header check.
-    Request(Request),
+    /// A request that passed every envelope and header check, and its params.
+    Request(Request, Params),
     /// A notification: accepted with 202 and ignored.
     Notification,
     /// A 2025-era `initialize` (no 2026 `_meta` version): the start of a session (`legacy`).
@@ -33,37 +30,91 @@ pub(crate) enum Body {
         /// The request id.
         id: Id,
         /// Its params.
-        params: Map<String, Value>,
+        params: InitializeParams,
     },
 }
 
-/// A checked request.
+/// A checked request: who asks, under which id, with which `_meta` (its params travel
+/// beside it, typed).
 #[derive(Debug)]
 pub(crate) struct Request {
     /// The id, echoed unchanged.
     pub(crate) id: Id,
-    /// The method (one of [`METHODS`]).
-    pub(crate) method: String,
-    /// `params` (an object; `{}` when absent).
-    pub(crate) params: Map<String, Value>,
+    /// The method.
+    pub(crate) method: Method,
+    /// `params._meta` (an object; checked by [`parse`] on 2026-07-28 requests).
+    pub(crate) meta: Map<String, Value>,
     /// The caller's owner digest; empty until `http.rs` authenticated the request.
     pub(crate) owner: String,
 }
 
 impl Request {
-    /// `params._meta`.
-    pub(crate) fn meta(&self) -> &Map<String, Value> {
-        static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
-        self.params
-            .get("_meta")
-            .and_then(Value::as_object)
-            .unwrap_or_else(|| EMPTY.get_or_init(Map::new))
-    }
-
     /// The request's client capabilities (present: checked by [`parse`]).
     pub(crate) fn capabilities(&self) -> &Value {
         static EMPTY: Value = Value::Null;
-        self.meta().get(CLIENT_CAPABILITIES_KEY).unwrap_or(&EMPTY)
+        self.meta.get(CLIENT_CAPABILITIES_KEY).unwrap_or(&EMPTY)
+    }
+
+    /// The caller's W3C trace context (`_meta.traceparent`), if it sent one.
+    pub(crate) fn traceparent(&self) -> Option<String> {
+        self.meta
+            .get(TRACEPARENT_KEY)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    }
+}
+
+/// The typed params of a 2026-07-28 request, one variant per method.
+#[derive(Debug)]
+pub(crate) enum Params {
+    /// `server/discover` (no params of its own).
+    Discover,
+    /// `tools/list`.
+    ListTools(ListToolsParams),
+    /// `tools/call`.
+    CallTool(CallToolParams),
+    /// `tasks/get`.
+    GetTask(GetTaskParams),
+    /// `tasks/update`.
+    UpdateTask(UpdateTaskParams),
+    /// `tasks/cancel`.
+    CancelTask(CancelTaskParams),
+    /// `subscriptions/listen`.
+    Listen(ListenParams),
+}
+
+/// A method's typed params from the params object (without `_meta`), for either era.
+///
+/// # Errors
+/// -32602 should a params struct refuse an object (none does: members are [`Member`]s).
+pub(crate) fn typed<P: DeserializeOwned>(raw: Map<String, Value>) -> Result<P, DispatchError> {
+    params::from_map(raw).map_err(|e| DispatchError::InvalidParams(e.to_string()))
+}
+
+impl Params {
+    /// Parse the params (without `_meta`) of a 2026-07-28 method.
+    fn parse(method: Method, raw: Map<String, Value>) -> Result<Params, DispatchError> {
+        Ok(match method {
+            Method::ServerDiscover => Params::Discover,
+            Method::ToolsList => Params::ListTools(typed(raw)?),
+            Method::ToolsCall => Params::CallTool(typed(raw)?),
+            Method::TasksGet => Params::GetTask(typed(raw)?),
+            Method::TasksUpdate => Params::UpdateTask(typed(raw)?),
+            Method::TasksCancel => Params::CancelTask(typed(raw)?),
+            Method::SubscriptionsListen => Params::Listen(typed(raw)?),
+            other => return Err(DispatchError::MethodNotFound(other.as_str().to_owned())),
+        })
+    }
+
+    /// The member `Mcp-Name` must equal, with its name for messages (T-40, B-21).
+    fn routing_name(&self) -> Option<(&'static str, &Member<String>)> {
+        match self {
+            Params::CallTool(p) => Some(("name", &p.name)),
+            Params::GetTask(GetTaskParams { task_id })
+            | Params::UpdateTask(UpdateTaskParams { task_id, .. })
+            | Params::CancelTask(CancelTaskParams { task_id }) => Some(("taskId", task_id)),
+            _ => None,
+        }
     }
 }
 
@@ -118,7 +169,7 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
             "jsonrpc must be \"2.0\"".into(),
         )));
     }
-    let method = match obj.remove("method") {
+    let method_name = match obj.remove("method") {
         Some(Value::String(m)) => m,
         Some(_) => {
             return Err(reject(DispatchError::InvalidRequest(
@@ -136,7 +187,7 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
             )));
         }
     };
-    let params = match obj.remove("params") {
+    let mut raw_params = match obj.remove("params") {
         None => Map::new(),
         Some(Value::Object(p)) => p,
         Some(_) => {
@@ -149,14 +200,19 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
         return Ok(Body::Notification);
     };
     let reject = |e: DispatchError| (Some(id.clone()), e);
+    let method = Method::from_name(&method_name);
 
     // A 2025-era client opens with `initialize` and no 2026 `_meta`: a session starts.
-    let meta = params.get("_meta");
+    let meta = raw_params.remove(META);
     let says_2026 = matches!(&routing.protocol_version, Some(Ok(v)) if v == PROTOCOL_VERSION);
-    if method == "initialize"
+    if method == Some(Method::Initialize)
         && !says_2026
-        && meta.and_then(|m| m.get(PROTOCOL_VERSION_KEY)).is_none()
+        && meta
+            .as_ref()
+            .and_then(|m| m.get(PROTOCOL_VERSION_KEY))
+            .is_none()
     {
+        let params = typed(raw_params).map_err(reject)?;
         return Ok(Body::Initialize { id, params });
     }
     // `_meta` before the version header, so a missing field is -32602 (B-06).
@@ -191,39 +247,38 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
         }));
     }
     let header_method = required_header(&routing.method, "Mcp-Method").map_err(reject)?;
-    if header_method != method {
+    if header_method != method_name {
         return Err(reject(DispatchError::HeaderMismatch(format!(
-            "Mcp-Method header value '{header_method}' does not match method '{method}'"
+            "Mcp-Method header value '{header_method}' does not match method '{method_name}'"
         ))));
     }
     // Unknown and removed methods first, whatever their other headers (T-41).
-    if !METHODS.contains(&method.as_str()) {
-        return Err(reject(DispatchError::MethodNotFound(method)));
-    }
-    let name_source = match method.as_str() {
-        "tools/call" => Some("name"),
-        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
-        _ => None,
+    let Some(method) = method.filter(|m| m.in_2026()) else {
+        return Err(reject(DispatchError::MethodNotFound(method_name)));
     };
-    if let Some(field) = name_source {
-        let Some(body_name) = params.get(field).and_then(Value::as_str) else {
+    let params = Params::parse(method, raw_params).map_err(reject)?;
+    if let Some((field, body_name)) = params.routing_name() {
+        let Some(body_name) = body_name.valid() else {
             return Err(reject(DispatchError::InvalidParams(format!(
                 "params.{field} must be a string"
             ))));
         };
         let header_name = required_header(&routing.name, "Mcp-Name").map_err(reject)?;
-        if header_name != body_name {
+        if header_name != *body_name {
             return Err(reject(DispatchError::HeaderMismatch(format!(
                 "Mcp-Name header value '{header_name}' does not match params.{field} '{body_name}'"
             ))));
         }
     }
-    Ok(Body::Request(Request {
-        id,
-        method,
+    Ok(Body::Request(
+        Request {
+            id,
+            method,
+            meta,
+            owner: String::new(),
+        },
         params,
-        owner: String::new(),
-    }))
+    ))
 }
 
 fn required_header(h: &RoutingHeader, name: &str) -> Result<String, DispatchError> {
@@ -354,7 +409,7 @@ mod tests {
         let r = routing(PROTOCOL_VERSION, "tasks/get", Some("tsk_a"));
         assert!(matches!(
             parse(&body("tasks/get", p.clone()), &r),
-            Ok(Body::Request(_))
+            Ok(Body::Request(..))
         ));
         // tasks/result: -32601 although it has a taskId and no Mcp-Name.
         let r = routing(PROTOCOL_VERSION, "tasks/result", None);
@@ -373,7 +428,7 @@ mod tests {
         );
         match parse(&b, &r) {
             Ok(Body::Initialize { params, .. }) => {
-                assert_eq!(params["protocolVersion"], "2025-06-18");
+                assert_eq!(params.protocol_version, Member::Valid("2025-06-18".into()));
             }
             other => panic!("{other:?}"),
         }

@@ -1,13 +1,26 @@
-//! The one place that turns gateway errors into JSON-RPC error objects and HTTP statuses
-//! (STYLE.md §5; status mapping from base-protocol.md §7.5).
+//! The one place that turns gateway errors into JSON-RPC error objects and HTTP statuses,
+//! for both protocol eras (STYLE.md §5; status mapping from base-protocol.md §7.5): 2026-07-28
+//! answers most errors with an HTTP status of their own, a 2025 session in-band with the
+//! codes that revision knows.
 
-use hyper::StatusCode;
+use hyper::{Response, StatusCode};
 use mcp_tasks_protocol::jsonrpc::{
-    ErrorObject, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, LIMIT_EXCEEDED,
-    METHOD_NOT_FOUND, PARSE_ERROR,
+    ErrorObject, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Id,
+    LIMIT_EXCEEDED, METHOD_NOT_FOUND, PARSE_ERROR,
 };
 use mcp_tasks_store::StoreError;
-use serde_json::Value;
+use serde_json::{Value, json};
+
+use crate::reply::{ResBody, json_error};
+
+/// The protocol era an error is answered in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Era {
+    /// 2026-07-28.
+    Current,
+    /// A 2025 session.
+    Legacy,
+}
 
 /// Why a request was not answered with a result.
 #[derive(Debug, thiserror::Error)]
@@ -79,7 +92,57 @@ impl From<ErrorObject> for DispatchError {
 }
 
 impl DispatchError {
-    /// The HTTP status this error is sent with.
+    /// The response to a request that failed with this error, in `era`.
+    pub(crate) fn response(&self, era: Era, id: Option<&Id>) -> Response<ResBody> {
+        match era {
+            Era::Current => json_error(self.status(), id, &ErrorObject::from(self)),
+            Era::Legacy => json_error(self.legacy_status(), id, &self.legacy_object()),
+        }
+    }
+
+    /// The refusal of a 2025 session's `GET` stream: no JSON-RPC exchange, so the HTTP status
+    /// is the 2026 one (429 at the listener limit), the error object in 2025 terms.
+    pub(crate) fn stream_refusal(&self) -> Response<ResBody> {
+        json_error(self.status(), None, &self.legacy_object())
+    }
+
+    /// Log a failure of ours (Redis, a bug) once, where the request is answered; client
+    /// mistakes are the client's and are not logged.
+    pub(crate) fn log(&self) {
+        match self {
+            DispatchError::Store(inner) => {
+                tracing::warn!(error = %mcp_tasks_shared::error_chain(&**inner), "store failure");
+            }
+            DispatchError::Internal(why) => tracing::error!(error = %why, "internal error"),
+            _ => {}
+        }
+    }
+
+    /// The HTTP status in a 2025 session: every error is in-band except a malformed request.
+    fn legacy_status(&self) -> StatusCode {
+        match self {
+            DispatchError::Parse(_) | DispatchError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            _ => StatusCode::OK,
+        }
+    }
+
+    /// The error object in 2025 terms: the 2026-only codes become the standard ones.
+    fn legacy_object(&self) -> ErrorObject {
+        match self {
+            DispatchError::MissingCapability(missing) => ErrorObject::with_data(
+                INVALID_REQUEST,
+                "this tool needs client capabilities the session did not declare in initialize",
+                json!({ "requiredCapabilities": missing }),
+            ),
+            DispatchError::TaskNotFound => ErrorObject::new(INVALID_PARAMS, "Task not found"),
+            DispatchError::MethodNotFound(m) => {
+                ErrorObject::new(METHOD_NOT_FOUND, format!("Method not found: {m}"))
+            }
+            other => ErrorObject::from(other),
+        }
+    }
+
+    /// The HTTP status this error is sent with on 2026-07-28.
     pub(crate) fn status(&self) -> StatusCode {
         match self {
             DispatchError::Parse(_)
@@ -147,6 +210,10 @@ impl From<&DispatchError> for ErrorObject {
                 ),
                 StoreError::Rejected(why) => ErrorObject::new(INVALID_PARAMS, why.clone()),
                 StoreError::Corrupt(_) => ErrorObject::new(INTERNAL_ERROR, "internal error"),
+                StoreError::Unreplicated => ErrorObject::new(
+                    INTERNAL_ERROR,
+                    "Redis replicas did not confirm the task in time (MCPT_REDIS_WAIT_REPLICAS); it was cancelled, try again",
+                ),
             },
             DispatchError::Internal(_) => ErrorObject::new(INTERNAL_ERROR, "internal error"),
         }
@@ -205,6 +272,18 @@ mod tests {
         assert_eq!(
             o.data.unwrap(),
             json!({"supported": ["2026-07-28"], "requested": "v999"})
+        );
+    }
+
+    /// A 2025 session answers in-band, with 2025 codes.
+    #[test]
+    fn legacy_mapping() {
+        let e = DispatchError::MissingCapability(json!({"sampling": {}}));
+        assert_eq!(e.legacy_status(), StatusCode::OK);
+        assert_eq!(e.legacy_object().code, INVALID_REQUEST);
+        assert_eq!(
+            DispatchError::TaskNotFound.legacy_object().message,
+            "Task not found"
         );
     }
 

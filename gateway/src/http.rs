@@ -1,88 +1,31 @@
-//! HTTP: routes, the checks that come before JSON (Origin, Host, method, Content-Type,
-//! Accept, body size), and building JSON and SSE responses (base-protocol.md §6).
+//! HTTP: routes, and the `/mcp` pipeline — the checks that come before authentication
+//! (Origin, Host), authentication, 2025 sessions' `GET` and `DELETE`, the checks before the
+//! body (Content-Type, Accept), reading the body within its limit, then one request of the
+//! right era (base-protocol.md §6). Responses are built in `reply.rs`, errors mapped in
+//! `error.rs`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt as _, Full, Limited, StreamBody};
-use hyper::body::{Frame, Incoming};
+use http_body_util::{BodyExt as _, Limited};
+use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use mcp_tasks_protocol::PROTOCOL_VERSION;
-use mcp_tasks_protocol::jsonrpc::{self, ErrorObject, INVALID_REQUEST, Id};
-use mcp_tasks_protocol::meta::TRACEPARENT_KEY;
-use tokio::sync::mpsc;
+use mcp_tasks_protocol::jsonrpc::{ErrorObject, INVALID_REQUEST, Id};
 use tracing::Instrument as _;
 
-use crate::State;
-use crate::auth;
-use crate::envelope::{self, Body};
-use crate::error::DispatchError;
+use crate::envelope::{self, Body, Params};
+use crate::error::{DispatchError, Era};
 use crate::headers::{self, Routing};
+use crate::reply::{self, ResBody, full, json_error};
+use crate::state::State;
+use crate::{auth, legacy};
 
-/// Response body: a full buffer or an SSE stream.
-pub(crate) type ResBody = UnsyncBoxBody<Bytes, Infallible>;
-
-/// What a handler answers with.
-pub(crate) enum Reply {
-    /// One JSON-RPC response.
-    Json(Vec<u8>),
-    /// An SSE stream; each item is one already-framed event.
-    Sse(mpsc::Receiver<Bytes>),
-}
-
-fn full(
-    status: StatusCode,
-    content_type: Option<&'static str>,
-    body: impl Into<Bytes>,
-) -> Response<ResBody> {
-    let mut res = Response::new(Full::new(body.into()).boxed_unsync());
-    *res.status_mut() = status;
-    if let Some(ct) = content_type {
-        res.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
-    }
-    res
-}
-
-fn json_error(status: StatusCode, id: Option<&Id>, error: &ErrorObject) -> Response<ResBody> {
-    full(
-        status,
-        Some("application/json"),
-        jsonrpc::error_bytes(id, error),
-    )
-}
-
-pub(crate) fn sse(rx: mpsc::Receiver<Bytes>) -> Response<ResBody> {
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
-    });
-    let mut res = Response::new(StreamBody::new(stream).boxed_unsync());
-    let h = res.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache, no-transform"),
-    );
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    res
-}
-
-/// One SSE event carrying one JSON-RPC message (no `id:` field, B-12).
-pub(crate) fn sse_event(json: &[u8]) -> Bytes {
-    let mut out = Vec::with_capacity(json.len() + 24);
-    out.extend_from_slice(b"event: message\ndata: ");
-    out.extend_from_slice(json);
-    out.extend_from_slice(b"\n\n");
-    Bytes::from(out)
-}
+/// A step of the pipeline either passes on what it learned or ends the request with its
+/// answer (boxed: responses are large).
+type Step<T> = Result<T, Box<Response<ResBody>>>;
 
 /// Route one HTTP request.
 pub(crate) async fn serve(
@@ -119,17 +62,29 @@ pub(crate) async fn serve(
             mcp_tasks_shared::telemetry::prometheus_text(),
         ),
         (&Method::POST | &Method::DELETE, "/mcp") => mcp(state, req).await,
-        (&Method::GET, "/mcp") if req.headers().contains_key(crate::legacy::SESSION_HEADER) => {
+        (&Method::GET, "/mcp") if req.headers().contains_key(legacy::SESSION_HEADER) => {
             mcp(state, req).await
         }
-        (_, "/mcp") => {
-            let mut res = full(StatusCode::METHOD_NOT_ALLOWED, None, Bytes::new());
-            res.headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
-            res
-        }
+        (_, "/mcp") => method_not_allowed("POST, DELETE"),
         _ => full(StatusCode::NOT_FOUND, Some("text/plain"), "not found\n"),
     })
+}
+
+/// 405 naming the methods `/mcp` takes here.
+fn method_not_allowed(allow: &'static str) -> Response<ResBody> {
+    let mut res = reply::empty(StatusCode::METHOD_NOT_ALLOWED);
+    res.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    res
+}
+
+/// A refusal before any JSON-RPC request was read: -32600 without an id.
+fn refuse(status: StatusCode, message: &str) -> Box<Response<ResBody>> {
+    Box::new(json_error(
+        status,
+        None,
+        &ErrorObject::new(INVALID_REQUEST, message),
+    ))
 }
 
 /// The media types a header lists, over all its lines (RFC 9110 §5.3); `None` when a line
@@ -153,100 +108,142 @@ fn media_types(headers: &hyper::HeaderMap, name: header::HeaderName) -> Option<V
     Some(types)
 }
 
+/// `/mcp`, one step after another.
 async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
-    let headers = req.headers();
-    let reject = |status, message: &str| {
-        json_error(status, None, &ErrorObject::new(INVALID_REQUEST, message))
-    };
+    match mcp_steps(&state, req).await {
+        Ok(res) => res,
+        Err(refused) => *refused,
+    }
+}
+
+async fn mcp_steps(state: &Arc<State>, req: Request<Incoming>) -> Step<Response<ResBody>> {
+    check_origin_and_host(state, req.headers())?;
+    let owner = authenticate(state, req.headers()).await?;
+    let session = session_id(req.headers());
+    if req.method() == Method::GET || req.method() == Method::DELETE {
+        return Ok(session_stream_or_end(state, &owner, session, &req).await);
+    }
+    let post = check_post_headers(req.headers())?;
+    let body = read_body(req.into_body(), state.config.max_body_bytes).await?;
+    Ok(match session {
+        Some(sid) => {
+            let version = post
+                .routing
+                .protocol_version
+                .as_ref()
+                .and_then(|v| v.as_ref().ok())
+                .map(String::as_str);
+            legacy::post(state, owner, &sid, version, &body, post.accepts_sse).await
+        }
+        None => request_2026(state, owner, &post, &body).await,
+    })
+}
+
+/// DNS rebinding and cross-site requests are refused before anything else (B-17).
+fn check_origin_and_host(state: &State, headers: &HeaderMap) -> Step<()> {
     if !headers::origin_allowed(headers, &state.config.allowed_origins) {
-        return reject(StatusCode::FORBIDDEN, "Origin not allowed");
+        return Err(refuse(StatusCode::FORBIDDEN, "Origin not allowed"));
     }
     if state.loopback_only && !headers::host_allowed(headers) {
-        return reject(
+        return Err(refuse(
             StatusCode::FORBIDDEN,
             "Host not allowed: this server only answers loopback names",
-        );
+        ));
     }
-    let owner = match state.auth.owner(headers).await {
-        Ok(owner) => owner,
-        Err(challenge) => {
-            // Refusals are counted and logged (the reason, never the credential), so
-            // guessing shows.
-            tracing::info!(reason = %challenge.description, "request refused: not authenticated");
-            let outcome = if challenge.unavailable {
-                "unavailable"
-            } else {
-                "unauthorized"
-            };
-            mcp_tasks_shared::metrics::get().requests.add(
-                1,
-                &[
-                    opentelemetry::KeyValue::new("rpc.method", "other"),
-                    opentelemetry::KeyValue::new("outcome", outcome),
-                ],
-            );
-            if challenge.unavailable {
-                let mut res = reject(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "Authentication unavailable: the signing keys cannot be fetched; retry later",
-                );
-                res.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-                return res;
-            }
-            let mut res = reject(
-                StatusCode::UNAUTHORIZED,
-                &format!("Unauthorized: {}", challenge.description),
-            );
-            res.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                auth::www_authenticate(&state.config.auth, headers, &challenge),
-            );
-            return res;
-        }
+    Ok(())
+}
+
+/// The caller's owner digest, or 401 with a challenge (503 when the keys are unavailable).
+async fn authenticate(state: &State, headers: &HeaderMap) -> Step<String> {
+    let challenge = match state.auth.owner(headers).await {
+        Ok(owner) => return Ok(owner),
+        Err(challenge) => challenge,
     };
-    // A 2025 session id, unless the request says it is 2026-07-28 (whose clients send none).
-    let session = headers
-        .get(crate::legacy::SESSION_HEADER)
+    // Refusals are counted and logged (the reason, never the credential), so guessing shows.
+    tracing::info!(reason = %challenge.description, "request refused: not authenticated");
+    let outcome = if challenge.unavailable {
+        "unavailable"
+    } else {
+        "unauthorized"
+    };
+    mcp_tasks_shared::metrics::get().requests.add(
+        1,
+        &[
+            opentelemetry::KeyValue::new("rpc.method", "other"),
+            opentelemetry::KeyValue::new("outcome", outcome),
+        ],
+    );
+    if challenge.unavailable {
+        let mut res = refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Authentication unavailable: the signing keys cannot be fetched; retry later",
+        );
+        res.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        return Err(res);
+    }
+    let mut res = refuse(
+        StatusCode::UNAUTHORIZED,
+        &format!("Unauthorized: {}", challenge.description),
+    );
+    res.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        auth::www_authenticate(&state.config.auth, headers, &challenge),
+    );
+    Err(res)
+}
+
+/// A 2025 session id, unless the request says it is 2026-07-28 (whose clients send none).
+fn session_id(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(legacy::SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
         .filter(|_| {
             headers
                 .get("mcp-protocol-version")
                 .is_none_or(|v| v.as_bytes() != PROTOCOL_VERSION.as_bytes())
-        });
-    if req.method() == Method::GET {
-        let accepts_sse = media_types(headers, header::ACCEPT)
-            .unwrap_or_default()
-            .iter()
-            .any(|t| t == "text/event-stream" || t == "text/*" || t == "*/*");
-        return match session {
-            Some(sid) => crate::legacy::get(&state, &owner, &sid, accepts_sse).await,
-            None => {
-                let mut res = full(StatusCode::METHOD_NOT_ALLOWED, None, Bytes::new());
-                res.headers_mut()
-                    .insert(header::ALLOW, HeaderValue::from_static("POST"));
-                res
-            }
-        };
-    }
+        })
+}
+
+/// `GET` (the session's stream) and `DELETE` (end it) exist only for 2025 sessions.
+async fn session_stream_or_end(
+    state: &Arc<State>,
+    owner: &str,
+    session: Option<String>,
+    req: &Request<Incoming>,
+) -> Response<ResBody> {
+    let Some(sid) = session else {
+        return method_not_allowed("POST");
+    };
     if req.method() == Method::DELETE {
-        return match session {
-            Some(sid) => crate::legacy::end(&state, &owner, &sid).await,
-            None => {
-                let mut res = full(StatusCode::METHOD_NOT_ALLOWED, None, Bytes::new());
-                res.headers_mut()
-                    .insert(header::ALLOW, HeaderValue::from_static("POST"));
-                res
-            }
-        };
+        return legacy::end(state, owner, &sid).await;
     }
+    let accepts_sse = media_types(req.headers(), header::ACCEPT)
+        .unwrap_or_default()
+        .iter()
+        .any(|t| t == "text/event-stream" || t == "text/*" || t == "*/*");
+    legacy::get(state, owner, &sid, accepts_sse).await
+}
+
+/// What a POST's headers say before its body is read.
+struct Post {
+    /// The answer may be an SSE stream.
+    accepts_sse: bool,
+    /// The routing headers, read before the body is parsed.
+    routing: Routing,
+    /// The HTTP `traceparent`, used when `_meta` carries none.
+    traceparent: Option<String>,
+}
+
+/// Content-Type must be JSON and Accept must allow JSON or SSE.
+fn check_post_headers(headers: &HeaderMap) -> Step<Post> {
     let content_type = media_types(headers, header::CONTENT_TYPE).unwrap_or_default();
     if content_type.as_slice() != ["application/json"] {
-        return reject(
+        return Err(refuse(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "Content-Type must be application/json",
-        );
+        ));
     }
     // An Accept header that is not text names nothing acceptable.
     let absent = headers.get(header::ACCEPT).is_none();
@@ -258,94 +255,109 @@ async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
             })
     };
     if !accepts("application/json") && !accepts("text/event-stream") {
-        return reject(
+        return Err(refuse(
             StatusCode::NOT_ACCEPTABLE,
             "Accept must allow application/json or text/event-stream",
-        );
+        ));
     }
-    let accepts_sse = accepts("text/event-stream");
-    // Routing headers are read before the body is parsed.
-    let routing = Routing::from_headers(headers);
-    let http_traceparent = headers
-        .get("traceparent")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    Ok(Post {
+        accepts_sse: accepts("text/event-stream"),
+        routing: Routing::from_headers(headers),
+        traceparent: headers
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+    })
+}
 
-    let limit = state.config.max_body_bytes;
-    let body = match Limited::new(req.into_body(), limit).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => {
+/// The whole body, at most `limit` bytes (MCPT_MAX_BODY_BYTES).
+async fn read_body(body: Incoming, limit: usize) -> Step<Bytes> {
+    match Limited::new(body, limit).collect().await {
+        Ok(b) => Ok(b.to_bytes()),
+        Err(e)
             if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
-                return reject(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    &format!("request body exceeds {limit} bytes (MCPT_MAX_BODY_BYTES)"),
-                );
-            }
-            return reject(StatusCode::BAD_REQUEST, "request body could not be read");
+                .is_some() =>
+        {
+            Err(refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("request body exceeds {limit} bytes (MCPT_MAX_BODY_BYTES)"),
+            ))
         }
-    };
-    if let Some(sid) = session {
-        let version = routing
-            .protocol_version
-            .as_ref()
-            .and_then(|v| v.as_ref().ok())
-            .map(String::as_str);
-        return crate::legacy::post(&state, owner, &sid, version, &body, accepts_sse).await;
+        Err(_) => Err(refuse(
+            StatusCode::BAD_REQUEST,
+            "request body could not be read",
+        )),
     }
-    let request = match envelope::parse(&body, &routing) {
-        Ok(Body::Notification) => return full(StatusCode::ACCEPTED, None, Bytes::new()),
+}
+
+/// A POST without a session: a 2026-07-28 request, a notification, or a 2025 `initialize`.
+async fn request_2026(
+    state: &Arc<State>,
+    owner: String,
+    post: &Post,
+    body: &[u8],
+) -> Response<ResBody> {
+    let (mut request, params) = match envelope::parse(body, &post.routing) {
+        Ok(Body::Request(request, params)) => (request, params),
+        Ok(Body::Notification) => return reply::empty(StatusCode::ACCEPTED),
         Ok(Body::Initialize { id, params }) => {
-            return crate::legacy::initialize(&state, owner, id, params).await;
+            return legacy::initialize(state, owner, id, params).await;
         }
-        Ok(Body::Request(mut r)) => {
-            r.owner = owner;
-            r
-        }
-        Err((id, e)) => {
-            // A 2025 client that lost (or never had) its session: say what it needs.
-            let version = routing
-                .protocol_version
-                .as_ref()
-                .and_then(|v| v.as_ref().ok());
-            if let DispatchError::BadMeta(_) = e
-                && let Some(v) = version.filter(|v| crate::legacy::VERSIONS.contains(&v.as_str()))
-            {
-                let e = DispatchError::InvalidRequest(format!(
-                    "protocol {v} needs a session: send initialize first, then its Mcp-Session-Id on every request"
-                ));
-                return error_response(id.as_ref(), &e);
-            }
-            return error_response(id.as_ref(), &e);
-        }
+        Err((id, e)) => return refuse_2026(&post.routing, id.as_ref(), e),
     };
+    request.owner = owner;
+    dispatch_traced(state, request, params, post).await
+}
+
+/// The answer to a request the envelope refused. A 2025 client that lost (or never had) its
+/// session is told what it needs.
+fn refuse_2026(routing: &Routing, id: Option<&Id>, e: DispatchError) -> Response<ResBody> {
+    let version = routing
+        .protocol_version
+        .as_ref()
+        .and_then(|v| v.as_ref().ok());
+    let e = match (e, version) {
+        (DispatchError::BadMeta(_), Some(v)) if legacy::VERSIONS.contains(&v.as_str()) => {
+            DispatchError::InvalidRequest(format!(
+                "protocol {v} needs a session: send initialize first, then its Mcp-Session-Id on every request"
+            ))
+        }
+        (e, _) => e,
+    };
+    e.log();
+    e.response(Era::Current, id)
+}
+
+/// Dispatch in the request's span, under the caller's trace, then log and count the outcome.
+async fn dispatch_traced(
+    state: &Arc<State>,
+    request: envelope::Request,
+    params: Params,
+    post: &Post,
+) -> Response<ResBody> {
+    let method = request.method;
     let span = tracing::info_span!(
         "request",
-        otel.name = %request.method,
-        rpc.method = %request.method,
+        otel.name = %method,
+        rpc.method = %method,
         rpc.id = %request.id,
         task.id = tracing::field::Empty,
     );
     // The caller's trace: MCP's `_meta.traceparent`, else the HTTP header.
-    let parent = request
-        .meta()
-        .get(TRACEPARENT_KEY)
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_owned)
-        .or(http_traceparent);
-    if let Some(parent) = parent {
+    if let Some(parent) = request.traceparent().or_else(|| post.traceparent.clone()) {
         mcp_tasks_shared::telemetry::set_parent(&span, &parent);
     }
     let started = std::time::Instant::now();
     let id = request.id.clone();
-    let method = request.method.clone();
     async move {
-        let outcome = crate::dispatch::dispatch(&state, request, accepts_sse).await;
+        let outcome = crate::dispatch::dispatch(state, request, params, post.accepts_sse).await;
         let (response, status) = match outcome {
-            Ok(Reply::Json(bytes)) => (full(StatusCode::OK, Some("application/json"), bytes), "ok"),
-            Ok(Reply::Sse(rx)) => (sse(rx), "stream"),
-            Err(e) => (error_response(Some(&id), &e), "error"),
+            Ok(reply @ reply::Reply::Json(_)) => (reply::ok(reply), "ok"),
+            Ok(reply @ reply::Reply::Sse(_)) => (reply::ok(reply), "stream"),
+            Err(e) => {
+                e.log();
+                (e.response(Era::Current, Some(&id)), "error")
+            }
         };
         let elapsed = started.elapsed();
         tracing::info!(
@@ -355,14 +367,8 @@ async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
             latency_us = elapsed.as_micros() as u64,
             "request completed"
         );
-        // Methods are client-chosen: unknown ones share one label.
-        let label = envelope::METHODS
-            .iter()
-            .find(|m| **m == method)
-            .copied()
-            .unwrap_or("other");
         let attrs = [
-            opentelemetry::KeyValue::new("rpc.method", label),
+            opentelemetry::KeyValue::new("rpc.method", method.as_str()),
             opentelemetry::KeyValue::new("outcome", status),
         ];
         let m = mcp_tasks_shared::metrics::get();
@@ -372,15 +378,4 @@ async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
     }
     .instrument(span)
     .await
-}
-
-fn error_response(id: Option<&Id>, e: &DispatchError) -> Response<ResBody> {
-    match e {
-        DispatchError::Store(inner) => {
-            tracing::warn!(error = %mcp_tasks_shared::error_chain(&**inner), "store failure");
-        }
-        DispatchError::Internal(why) => tracing::error!(error = %why, "internal error"),
-        _ => {}
-    }
-    json_error(e.status(), id, &ErrorObject::from(e))
 }

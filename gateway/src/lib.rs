@@ -1,10 +1,24 @@
-//! The mcp-tasks gateway: MCP 2026-07-28 over Streamable HTTP, stateless.
+//! The mcp-tasks gateway: MCP 2026-07-28 over Streamable HTTP, stateless, and the 2025
+//! revisions in sessions kept in Redis.
 //!
-//! - `http.rs`: routes and the checks before JSON; JSON and SSE responses.
-//! - `headers.rs`, `envelope.rs`: routing headers, envelope, `_meta` and header/body checks.
-//! - `dispatch.rs` and `handlers/`: one handler per method.
-//! - `registry.rs`: the live tool list, cached briefly.
-//! - `error.rs`: the one mapping from errors to JSON-RPC error objects.
+//! A request flows down this list, and each module uses only those below it (no cycles):
+//!
+//! - `lib.rs`: [`run`], the accept loop and the drain; `conn.rs` bounds and times
+//!   connections.
+//! - `http.rs`: routes, and `/mcp` as a pipeline of named steps (Origin and Host,
+//!   authentication, 2025 `GET`/`DELETE`, Content-Type and Accept, the body, one request).
+//! - `dispatch.rs` and `handlers/`: one 2026-07-28 handler per method, taking its typed
+//!   params; `legacy/`: 2025 sessions (the record and `initialize`, their requests, the
+//!   tasks API, answers to our input requests, the `GET` stream).
+//! - `launch.rs`: the one path from a `tools/call` to a task, shared by both eras.
+//! - `state.rs`: what every request shares; `auth/` (who is calling: static tokens, JWTs
+//!   against a JWKS in `auth/jwt/`), `registry.rs` (the live tool list, cached briefly).
+//! - `envelope.rs`, `headers.rs`: the JSON-RPC envelope, `_meta`, routing headers and
+//!   header/body checks, then the [`Method`](mcp_tasks_protocol::method::Method) and its
+//!   typed params (`mcp_tasks_protocol::params`, `::legacy`), parsed once.
+//! - `error.rs`: the one mapping from errors to JSON-RPC error objects and HTTP statuses,
+//!   for both eras.
+//! - `reply.rs`: what handlers answer with and how it becomes a response (JSON, SSE).
 //!
 //! The gateway never runs a tool and keeps no task state: every answer comes from Redis
 //! (through `mcp_tasks_store`), so any replica answers any request.
@@ -17,8 +31,11 @@ mod error;
 mod handlers;
 mod headers;
 mod http;
+mod launch;
 mod legacy;
 mod registry;
+mod reply;
+mod state;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,6 +49,8 @@ use mcp_tasks_store::{Store, StoreError};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::state::State;
+
 /// Check the authentication settings the way [`run`] will use them (read the token file,
 /// load the key set), so a binary can refuse a bad configuration before it says it listens.
 ///
@@ -39,27 +58,6 @@ use tokio_util::sync::CancellationToken;
 /// The one-line reason.
 pub async fn check_auth(config: &GatewayConfig) -> Result<(), String> {
     auth::Authenticator::new(&config.auth).await.map(drop)
-}
-
-/// Shared by every request of one gateway process.
-pub(crate) struct State {
-    pub(crate) config: GatewayConfig,
-    pub(crate) store: Store,
-    pub(crate) hub: EventHub,
-    pub(crate) registry: registry::Registry,
-    /// Who may call.
-    pub(crate) auth: auth::Authenticator,
-    /// Listening on loopback: `Host` must be a loopback name (DNS rebinding, B-17).
-    pub(crate) loopback_only: bool,
-    ready: AtomicBool,
-    /// Cancelled when the gateway stops accepting: listen streams end gracefully.
-    pub(crate) streams_end: CancellationToken,
-}
-
-impl State {
-    pub(crate) fn ready(&self) -> bool {
-        self.ready.load(Ordering::Relaxed)
-    }
 }
 
 /// Why the gateway stopped with an error.
@@ -91,7 +89,9 @@ pub async fn run(
     let auth = auth::Authenticator::new(&config.auth)
         .await
         .map_err(GatewayError::Auth)?;
-    let store = Store::connect_sharded(&config.redis_url, config.queue_shards).await?;
+    let store = Store::connect_sharded(&config.redis_url, config.queue_shards)
+        .await?
+        .with_replication(config.replication);
     store.warn_if_evicting().await;
     let hub_stop = CancellationToken::new();
     let state = Arc::new(State {
@@ -200,7 +200,7 @@ pub mod fuzzing {
     pub fn check_request(headers: &hyper::HeaderMap, body: &[u8]) -> Result<bool, (u16, i64)> {
         let routing = crate::headers::Routing::from_headers(headers);
         match crate::envelope::parse(body, &routing) {
-            Ok(crate::envelope::Body::Request(_)) => Ok(true),
+            Ok(crate::envelope::Body::Request(..)) => Ok(true),
             Ok(crate::envelope::Body::Notification | crate::envelope::Body::Initialize { .. }) => {
                 Ok(false)
             }

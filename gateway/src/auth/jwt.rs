@@ -17,26 +17,32 @@
 //!   keys in use and logs a warning; the token itself is never logged.
 //! - Fast path of [`JwtVerifier::verify`]: a read lock to clone an `Arc` of the set, then
 //!   the signature and claim checks; no I/O except the rate-limited refreshes above.
+//!
+//! Here: the verifier, its cache and refreshes, and the token checks. `jwt/keys.rs` turns a
+//! JWKS document into usable keys; `jwt/source.rs` reads it from a file or a URL.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, Weak};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use bytes::Bytes;
-use http_body_util::{BodyExt as _, Empty, Limited};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use jsonwebtoken::crypto::CryptoProvider;
 use jsonwebtoken::errors::ErrorKind;
-use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use jsonwebtoken::{Algorithm, Validation};
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
+
+mod keys;
+mod source;
+
+use keys::{Key, KeySet, parse_jwks};
+#[cfg(test)]
+use keys::{check_rsa, significant_bits};
+use source::{FileStamp, Source, fetch, file_stamp, read_file};
 
 /// Longest token looked at, in bytes; longer ones are refused unparsed.
 const MAX_TOKEN_LEN: usize = 16 * 1024;
@@ -50,10 +56,6 @@ const URL_REFRESH_EVERY: Duration = Duration::from_secs(300);
 const UNKNOWN_KEY_REFETCH_GAP: Duration = Duration::from_secs(30);
 /// File source: least time between two looks at the file's mtime.
 const FILE_CHECK_EVERY: Duration = Duration::from_secs(1);
-/// Smallest and largest RSA modulus accepted, in bits.
-const RSA_BITS: std::ops::RangeInclusive<usize> = 2048..=8192;
-/// Largest RSA public exponent accepted (the `rsa` crate's bound).
-const RSA_MAX_EXPONENT: u64 = (1 << 33) - 1;
 
 /// Where the key set comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -236,50 +238,6 @@ struct Inner {
     epoch: Instant,
 }
 
-/// How the key set is read.
-enum Source {
-    /// A JWKS file.
-    File(PathBuf),
-    /// A JWKS URL and the client that fetches it.
-    Url {
-        uri: hyper::Uri,
-        client: Box<HttpsClient>,
-    },
-}
-
-/// Plain-http and https client for JWKS fetches (rustls with `ring`, webpki roots).
-type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>;
-
-impl Source {
-    /// Check a URL source and build its client.
-    fn new(source: JwksSource) -> Result<Source, String> {
-        match source {
-            JwksSource::File(path) => Ok(Source::File(path)),
-            JwksSource::Url(url) => {
-                let uri: hyper::Uri = url
-                    .parse()
-                    .map_err(|e| format!("invalid JWKS URL {url}: {e}"))?;
-                if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-                    return Err(format!(
-                        "invalid JWKS URL {url}: expected http://HOST/… or https://HOST/…"
-                    ));
-                }
-                if uri.scheme_str() == Some("http") && !is_loopback(uri.host().unwrap_or("")) {
-                    tracing::warn!(url = %url, "JWKS fetched over plain http");
-                }
-                let https = hyper_rustls::HttpsConnectorBuilder::new()
-                    .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-                    .map_err(|e| format!("TLS setup for JWKS URL {url}: {e}"))?
-                    .https_or_http()
-                    .enable_http1()
-                    .build();
-                let client = Box::new(Client::builder(TokioExecutor::new()).build(https));
-                Ok(Source::Url { uri, client })
-            }
-        }
-    }
-}
-
 /// Bookkeeping of refreshes, under [`Inner::reload`].
 #[derive(Default)]
 struct ReloadState {
@@ -291,15 +249,6 @@ struct ReloadState {
     last_unknown_key_fetch: Option<Instant>,
     /// File source: the failure last logged, so a missing file warns once, not every second.
     last_failure: Option<String>,
-}
-
-/// What tells that a JWKS file changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileStamp {
-    /// Modification time, where the platform has one.
-    modified: Option<SystemTime>,
-    /// Size in bytes.
-    len: u64,
 }
 
 impl Inner {
@@ -547,323 +496,6 @@ fn accepted_algorithm(name: &str) -> Option<Algorithm> {
     })
 }
 
-/// The usable signing keys of one JWKS document.
-struct KeySet {
-    /// In document order.
-    keys: Vec<Key>,
-}
-
-impl KeySet {
-    /// The key for a token: by `kid`, or the only key when the token has none.
-    /// `Ok(None)` when no key is named so; `Err(UnsupportedAlgorithm)` when keys are
-    /// named so but none fits `alg`.
-    fn select(&self, kid: Option<&str>, alg: Algorithm) -> Result<Option<&Key>, JwtError> {
-        let named = |key: &&Key| match kid {
-            Some(kid) => key.kid.as_deref() == Some(kid),
-            None => self.keys.len() == 1,
-        };
-        let mut any_named = false;
-        for key in self.keys.iter().filter(named) {
-            if key.fits(alg) {
-                return Ok(Some(key));
-            }
-            any_named = true;
-        }
-        if any_named {
-            Err(JwtError::UnsupportedAlgorithm)
-        } else {
-            Ok(None)
-        }
-    }
-}
-
-/// One signing key of the set.
-struct Key {
-    /// The JWK's `kid`.
-    kid: Option<String>,
-    /// The JWK's `alg`, when it has one: then tokens must use exactly it.
-    alg: Option<Algorithm>,
-    /// Type and curve.
-    kind: KeyKind,
-    /// The public key, for the library.
-    decoding: DecodingKey,
-}
-
-/// Key type and curve, which decide the algorithms a key may verify.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum KeyKind {
-    /// `kty: RSA`: RS* and PS*.
-    Rsa,
-    /// `kty: EC`, `crv: P-256`: ES256.
-    P256,
-    /// `kty: EC`, `crv: P-384`: ES384.
-    P384,
-    /// `kty: OKP`, `crv: Ed25519`: EdDSA.
-    Ed25519,
-}
-
-impl KeyKind {
-    /// Whether a key of this kind may verify `alg`.
-    fn allows(self, alg: Algorithm) -> bool {
-        use Algorithm::{ES256, ES384, EdDSA, PS256, PS384, PS512, RS256, RS384, RS512};
-        matches!(
-            (self, alg),
-            (KeyKind::Rsa, RS256 | RS384 | RS512 | PS256 | PS384 | PS512)
-                | (KeyKind::P256, ES256)
-                | (KeyKind::P384, ES384)
-                | (KeyKind::Ed25519, EdDSA)
-        )
-    }
-
-    /// An algorithm of this kind, to check the key material when the set is loaded.
-    fn probe_algorithm(self) -> Algorithm {
-        match self {
-            KeyKind::Rsa => Algorithm::RS256,
-            KeyKind::P256 => Algorithm::ES256,
-            KeyKind::P384 => Algorithm::ES384,
-            KeyKind::Ed25519 => Algorithm::EdDSA,
-        }
-    }
-}
-
-impl Key {
-    /// Whether this key may verify a token signed with `alg`.
-    fn fits(&self, alg: Algorithm) -> bool {
-        self.kind.allows(alg) && self.alg.is_none_or(|own| own == alg)
-    }
-
-    /// Read one JWK; `Err` says why it is not a usable signing key.
-    fn from_jwk(jwk: &Value, provider: &CryptoProvider) -> Result<Key, String> {
-        if !jwk.is_object() {
-            return Err("not a JSON object".to_owned());
-        }
-        let text = |name: &str| -> Result<Option<&str>, String> {
-            match jwk.get(name) {
-                None => Ok(None),
-                Some(Value::String(value)) => Ok(Some(value)),
-                Some(_) => Err(format!("\"{name}\" is not a string")),
-            }
-        };
-        let required = |name: &str| -> Result<&str, String> {
-            text(name)?.ok_or_else(|| format!("no \"{name}\""))
-        };
-        let bytes = |name: &str| -> Result<Vec<u8>, String> {
-            URL_SAFE_NO_PAD
-                .decode(required(name)?)
-                .map_err(|_| format!("\"{name}\" is not base64url"))
-        };
-        let kid = text("kid")?.map(str::to_owned);
-        if let Some(usage) = text("use")?
-            && usage != "sig"
-        {
-            return Err(format!("\"use\" is {usage:?}, not \"sig\""));
-        }
-        if let Some(ops) = jwk.get("key_ops")
-            && !ops
-                .as_array()
-                .is_some_and(|ops| ops.iter().any(|op| op == "verify"))
-        {
-            return Err("\"key_ops\" lacks \"verify\"".to_owned());
-        }
-        let alg = match text("alg")? {
-            None => None,
-            Some(name) => Some(
-                accepted_algorithm(name)
-                    .ok_or_else(|| format!("algorithm {name:?} is not accepted"))?,
-            ),
-        };
-        let (kind, decoding) = match (required("kty")?, text("crv")?) {
-            ("RSA", _) => {
-                let (n, e) = (bytes("n")?, bytes("e")?);
-                check_rsa(&n, &e)?;
-                (KeyKind::Rsa, DecodingKey::from_rsa_raw_components(&n, &e))
-            }
-            ("EC", Some(curve @ ("P-256" | "P-384"))) => {
-                let (kind, size) = if curve == "P-256" {
-                    (KeyKind::P256, 32)
-                } else {
-                    (KeyKind::P384, 48)
-                };
-                let (x, y) = (bytes("x")?, bytes("y")?);
-                if x.len() != size || y.len() != size {
-                    return Err(format!("coordinates are not {size} bytes"));
-                }
-                let key = DecodingKey::from_ec_components(required("x")?, required("y")?)
-                    .map_err(|_| "unreadable \"x\" or \"y\"".to_owned())?;
-                (kind, key)
-            }
-            ("OKP", Some("Ed25519")) => {
-                if bytes("x")?.len() != 32 {
-                    return Err("\"x\" is not 32 bytes".to_owned());
-                }
-                let key = DecodingKey::from_ed_components(required("x")?)
-                    .map_err(|_| "unreadable \"x\"".to_owned())?;
-                (KeyKind::Ed25519, key)
-            }
-            ("oct", _) => return Err("symmetric keys are never accepted".to_owned()),
-            (kty @ ("EC" | "OKP"), curve) => {
-                return Err(format!("{kty} curve {curve:?} is not supported"));
-            }
-            (kty, _) => return Err(format!("key type {kty:?} is not supported")),
-        };
-        if let Some(alg) = alg
-            && !kind.allows(alg)
-        {
-            return Err(format!("algorithm {alg:?} does not fit a {kind:?} key"));
-        }
-        // Parse the key now rather than on the first token.
-        let probe = alg.unwrap_or(kind.probe_algorithm());
-        (provider.verifier_factory)(&probe, &decoding)
-            .map_err(|e| format!("invalid key material: {e}"))?;
-        Ok(Key {
-            kid,
-            alg,
-            kind,
-            decoding,
-        })
-    }
-}
-
-/// The RSA public key checks the `rsa` crate makes when verifying, plus a 2048-bit floor.
-fn check_rsa(n: &[u8], e: &[u8]) -> Result<(), String> {
-    let bits = significant_bits(n);
-    if !RSA_BITS.contains(&bits) {
-        return Err(format!(
-            "RSA modulus of {bits} bits (accepted: {} to {})",
-            RSA_BITS.start(),
-            RSA_BITS.end()
-        ));
-    }
-    let odd = |bytes: &[u8]| bytes.last().is_some_and(|low| low & 1 == 1);
-    let e_value = e
-        .iter()
-        .skip_while(|byte| **byte == 0)
-        .try_fold(0u64, |acc, byte| {
-            acc.checked_mul(256).map(|acc| acc + u64::from(*byte))
-        });
-    if !odd(n) || !odd(e) || !e_value.is_some_and(|e| (3..=RSA_MAX_EXPONENT).contains(&e)) {
-        return Err("RSA modulus or exponent out of bounds".to_owned());
-    }
-    Ok(())
-}
-
-/// Bit length of a big-endian unsigned integer.
-fn significant_bits(bytes: &[u8]) -> usize {
-    match bytes.iter().position(|byte| *byte != 0) {
-        Some(first) => (bytes.len() - first - 1) * 8 + (8 - bytes[first].leading_zeros() as usize),
-        None => 0,
-    }
-}
-
-/// Parse a JWKS document: `Ok` with the usable keys and why the others were skipped;
-/// `Err` when it is no JWKS or holds no usable signing key.
-fn parse_jwks(document: &[u8]) -> Result<(KeySet, Vec<String>), String> {
-    let value: Value =
-        serde_json::from_slice(document).map_err(|e| format!("not a JSON document: {e}"))?;
-    let Some(jwks) = value.get("keys").and_then(Value::as_array) else {
-        return Err("no \"keys\" array".to_owned());
-    };
-    let provider = CryptoProvider::try_get_default()
-        .ok_or_else(|| "no jsonwebtoken crypto provider".to_owned())?;
-    let mut keys = Vec::new();
-    let mut skipped = Vec::new();
-    for (index, jwk) in jwks.iter().enumerate() {
-        match Key::from_jwk(jwk, provider) {
-            Ok(key) => keys.push(key),
-            Err(why) => {
-                let name = match jwk.get("kid").and_then(Value::as_str) {
-                    Some(kid) => format!("key {index} (kid {kid:?})"),
-                    None => format!("key {index}"),
-                };
-                skipped.push(format!("{name}: {why}"));
-            }
-        }
-    }
-    if keys.is_empty() {
-        let why = if skipped.is_empty() {
-            "the set is empty".to_owned()
-        } else {
-            skipped.join("; ")
-        };
-        return Err(format!("no usable signing key ({why})"));
-    }
-    Ok((KeySet { keys }, skipped))
-}
-
-/// Mtime and size of a JWKS file.
-async fn file_stamp(path: &Path) -> Result<FileStamp, String> {
-    let meta = tokio::fs::metadata(path)
-        .await
-        .map_err(|e| format!("cannot stat: {e}"))?;
-    Ok(FileStamp {
-        modified: meta.modified().ok(),
-        len: meta.len(),
-    })
-}
-
-/// Read a JWKS file of at most [`MAX_JWKS_BYTES`].
-async fn read_file(path: &Path) -> Result<Vec<u8>, String> {
-    use tokio::io::AsyncReadExt as _;
-    let file = tokio::fs::File::open(path)
-        .await
-        .map_err(|e| format!("cannot open: {e}"))?;
-    let mut document = Vec::new();
-    file.take(MAX_JWKS_BYTES as u64 + 1)
-        .read_to_end(&mut document)
-        .await
-        .map_err(|e| format!("cannot read: {e}"))?;
-    if document.len() > MAX_JWKS_BYTES {
-        return Err(format!("larger than {MAX_JWKS_BYTES} bytes"));
-    }
-    Ok(document)
-}
-
-/// GET a JWKS URL: 200 only, body at most [`MAX_JWKS_BYTES`], all within [`FETCH_TIMEOUT`].
-async fn fetch(uri: &hyper::Uri, client: &HttpsClient) -> Result<Vec<u8>, String> {
-    let request = hyper::Request::get(uri.clone())
-        .header(hyper::header::ACCEPT, "application/json")
-        .body(Empty::new())
-        .map_err(|e| format!("cannot build the request: {e}"))?;
-    let exchange = async {
-        let response = client
-            .request(request)
-            .await
-            .map_err(|e| format!("request failed: {}", error_chain(&e)))?;
-        if response.status() != hyper::StatusCode::OK {
-            return Err(format!("answered HTTP {}", response.status()));
-        }
-        let body = Limited::new(response.into_body(), MAX_JWKS_BYTES)
-            .collect()
-            .await
-            .map_err(|e| format!("reading the body: {}", error_chain(&*e)))?;
-        Ok(body.to_bytes().to_vec())
-    };
-    tokio::time::timeout(FETCH_TIMEOUT, exchange)
-        .await
-        .map_err(|_| format!("no complete answer within {} s", FETCH_TIMEOUT.as_secs()))?
-}
-
-/// An error and its sources, `: `-separated (hyper's own text alone says little).
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
-/// `localhost` or a loopback address (plain http to it draws no warning).
-fn is_loopback(host: &str) -> bool {
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
 /// Whole milliseconds, saturating.
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
@@ -880,6 +512,7 @@ mod tests {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
     use super::*;
+    use std::path::Path;
 
     const ISSUER: &str = "https://idp.example";
     const AUDIENCE: &str = "https://mcp.example/mcp";

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::envelope::Request;
 use crate::error::DispatchError;
-use crate::http::Reply;
+use crate::reply::Reply;
 
 /// Seconds a client may cache the discover result.
 const DISCOVER_TTL_MS: u64 = 60_000;

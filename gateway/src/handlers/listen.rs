@@ -15,19 +15,19 @@ use mcp_tasks_protocol::jsonrpc::{Id, Notification, result_bytes};
 use mcp_tasks_protocol::notifications::{
     self, AcknowledgedParams, Honoured, TaskNotificationParams, subscription_meta,
 };
+use mcp_tasks_protocol::params::{ListenParams, Member};
 use mcp_tasks_protocol::results::ListenResult;
 use mcp_tasks_store::events::TaskEvent;
 use mcp_tasks_store::{TaskRecord, is_plausible_task_id};
 use serde::Serialize;
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
 use super::{owner, require_tasks};
-use crate::State;
 use crate::envelope::Request;
 use crate::error::DispatchError;
-use crate::http::{Reply, sse_event};
+use crate::reply::{Reply, sse_event};
+use crate::state::State;
 
 /// How long a listener's slot among its owner's open streams is held without renewal
 /// (renewed every third of it; a gateway that dies frees its slots after this).
@@ -42,10 +42,11 @@ const REREAD_RETRY: Duration = Duration::from_secs(1);
 pub(crate) async fn listen(
     state: &Arc<State>,
     req: Request,
+    params: ListenParams,
     accepts_sse: bool,
 ) -> Result<Reply, DispatchError> {
-    let filter = match req.params.get("notifications") {
-        Some(Value::Object(f)) => f,
+    let filter = match params.notifications {
+        Member::Valid(f) => f,
         _ => {
             return Err(DispatchError::InvalidParams(
                 "params.notifications must be an object".into(),
@@ -53,9 +54,9 @@ pub(crate) async fn listen(
         }
     };
     let mut task_ids: Vec<String> = Vec::new();
-    if let Some(ids) = filter.get("taskIds") {
+    if filter.task_ids.is_present() {
         require_tasks(&req)?;
-        let Some(ids) = ids.as_array() else {
+        let Member::Valid(ids) = &filter.task_ids else {
             return Err(DispatchError::InvalidParams(
                 "notifications.taskIds must be an array of strings".into(),
             ));
@@ -69,7 +70,7 @@ pub(crate) async fn listen(
             )));
         }
         for id in ids {
-            let Some(id) = id.as_str() else {
+            let Some(id) = id.valid() else {
                 return Err(DispatchError::InvalidParams(
                     "notifications.taskIds must be an array of strings".into(),
                 ));

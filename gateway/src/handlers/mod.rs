@@ -1,4 +1,5 @@
-//! One module per method family.
+//! The 2026-07-28 handlers, one module per method family; each takes the checked
+//! [`Request`] and its method's typed params (`envelope::Params`).
 
 pub(crate) mod discover;
 pub(crate) mod listen;
@@ -6,7 +7,7 @@ pub(crate) mod tasks;
 pub(crate) mod tools;
 
 use mcp_tasks_protocol::meta::Capability;
-use serde_json::Value;
+use mcp_tasks_protocol::params::Member;
 
 use crate::envelope::Request;
 use crate::error::DispatchError;
@@ -25,10 +26,10 @@ pub(crate) fn require_tasks(req: &Request) -> Result<(), DispatchError> {
     }
 }
 
-/// `params.taskId`, which the envelope already checked is a string for `tasks/*`.
-pub(crate) fn task_id(req: &Request) -> Result<&str, DispatchError> {
-    req.params
-        .get("taskId")
-        .and_then(Value::as_str)
+/// `params.taskId` (checked to be a string by the envelope on 2026-07-28, not on 2025).
+pub(crate) fn task_id(task_id: &Member<String>) -> Result<&str, DispatchError> {
+    task_id
+        .valid()
+        .map(String::as_str)
         .ok_or_else(|| DispatchError::InvalidParams("params.taskId must be a string".into()))
 }

@@ -4,15 +4,15 @@ use std::sync::Arc;
 
 use mcp_tasks_protocol::jsonrpc::result_bytes;
 use mcp_tasks_protocol::meta::server_meta;
+use mcp_tasks_protocol::params::{CancelTaskParams, GetTaskParams, Member, UpdateTaskParams};
 use mcp_tasks_protocol::tasks::{EmptyResult, GetTaskResult, ResponseKind};
 use mcp_tasks_store::{Answer, is_plausible_task_id};
-use serde_json::Value;
 
 use super::{owner, require_tasks, task_id};
-use crate::State;
 use crate::envelope::Request;
 use crate::error::DispatchError;
-use crate::http::Reply;
+use crate::reply::Reply;
+use crate::state::State;
 
 /// Most answers one `tasks/update` may carry (T-56).
 const MAX_ANSWERS: usize = 64;
@@ -28,9 +28,9 @@ fn empty(req: &Request) -> Reply {
 }
 
 /// The task id, gated on the extension first (T-05; the conformance probe uses an unknown id).
-fn checked_id(req: &Request) -> Result<&str, DispatchError> {
+fn checked_id<'a>(req: &Request, id: &'a Member<String>) -> Result<&'a str, DispatchError> {
     require_tasks(req)?;
-    let id = task_id(req)?;
+    let id = task_id(id)?;
     // Only ids we could have issued reach logs and spans: anything else is caller input.
     if mcp_tasks_store::is_plausible_task_id(id) {
         tracing::Span::current().record("task.id", id);
@@ -39,8 +39,12 @@ fn checked_id(req: &Request) -> Result<&str, DispatchError> {
 }
 
 /// One `HGETALL`; the same answer for unknown, expired and foreign ids (T-24, T-25, T-26).
-pub(crate) async fn get(state: &Arc<State>, req: &Request) -> Result<Reply, DispatchError> {
-    let id = checked_id(req)?;
+pub(crate) async fn get(
+    state: &Arc<State>,
+    req: &Request,
+    params: &GetTaskParams,
+) -> Result<Reply, DispatchError> {
+    let id = checked_id(req, &params.task_id)?;
     if !is_plausible_task_id(id) {
         return Err(DispatchError::TaskNotFound);
     }
@@ -58,16 +62,20 @@ pub(crate) async fn get(state: &Arc<State>, req: &Request) -> Result<Reply, Disp
 }
 
 /// Answers for outstanding keys are recorded before the ack (T-27…T-34).
-pub(crate) async fn update(state: &Arc<State>, req: &Request) -> Result<Reply, DispatchError> {
-    let id = checked_id(req)?;
-    let responses = match req.params.get("inputResponses") {
-        Some(Value::Object(m)) => m,
-        Some(_) => {
+pub(crate) async fn update(
+    state: &Arc<State>,
+    req: &Request,
+    params: &UpdateTaskParams,
+) -> Result<Reply, DispatchError> {
+    let id = checked_id(req, &params.task_id)?;
+    let responses = match &params.input_responses {
+        Member::Valid(m) => m,
+        Member::Invalid(_) => {
             return Err(DispatchError::InvalidParams(
                 "params.inputResponses must be an object".into(),
             ));
         }
-        None => {
+        Member::Absent => {
             return Err(DispatchError::InvalidParams(
                 "params.inputResponses is required".into(),
             ));
@@ -96,8 +104,12 @@ pub(crate) async fn update(state: &Arc<State>, req: &Request) -> Result<Reply, D
 }
 
 /// Acknowledged at once; terminal tasks do not change (T-35…T-37).
-pub(crate) async fn cancel(state: &Arc<State>, req: &Request) -> Result<Reply, DispatchError> {
-    let id = checked_id(req)?;
+pub(crate) async fn cancel(
+    state: &Arc<State>,
+    req: &Request,
+    params: &CancelTaskParams,
+) -> Result<Reply, DispatchError> {
+    let id = checked_id(req, &params.task_id)?;
     if !is_plausible_task_id(id) || !state.store.cancel(id, owner(req)).await? {
         return Err(DispatchError::TaskNotFound);
     }

@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use mcp_tasks_protocol::jsonrpc::{self, ErrorObject, INTERNAL_ERROR, Id, METHOD_NOT_FOUND};
-use mcp_tasks_protocol::legacy::{RELATED_TASK_KEY, related_task_meta};
-use mcp_tasks_protocol::meta::{Capability, missing_capabilities};
+use mcp_tasks_protocol::legacy::{
+    CallToolParams, PROGRESS_TOKEN_KEY, RELATED_TASK_KEY, related_task_meta,
+};
+use mcp_tasks_protocol::params::Member;
 use mcp_tasks_protocol::tasks::TaskStatus;
 use mcp_tasks_protocol::time::now_millis;
 use mcp_tasks_store::TaskRecord;
@@ -23,12 +25,13 @@ use mcp_tasks_store::registry::Policy;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use super::{Session, input_request_id};
-use crate::State;
+use super::input_request_id;
+use super::session::Session;
 use crate::envelope::Request;
 use crate::error::DispatchError;
-use crate::handlers::tools::{self, CancelOnDrop, Launched};
-use crate::http::{Reply, sse_event};
+use crate::launch::{self, CancelOnDrop, Launched};
+use crate::reply::{Reply, sse_event};
+use crate::state::State;
 
 /// An SSE comment at least this often on a quiet stream, so proxies do not cut it.
 const KEEPALIVE: Duration = Duration::from_secs(15);
@@ -46,9 +49,10 @@ pub(super) async fn call(
     state: &Arc<State>,
     session: &Session,
     req: Request,
+    params: CallToolParams,
     accepts_sse: bool,
 ) -> Result<Reply, DispatchError> {
-    let (call, args) = match tools::prepare(state, &req).await? {
+    let (call, args) = match launch::prepare(state, &params.name, params.arguments).await? {
         Ok(prepared) => prepared,
         Err(invalid) => return Ok(Reply::Json(jsonrpc::result_bytes(&req.id, &invalid))),
     };
@@ -60,11 +64,11 @@ pub(super) async fn call(
             session.version
         )));
     }
-    let task = match req.params.get("task") {
-        None | Some(Value::Null) => None,
-        Some(t @ Value::Object(_)) if session.has_tasks() => Some(t.clone()),
-        Some(Value::Object(_)) => None,
-        Some(_) => {
+    let task = match params.task {
+        Member::Absent | Member::Invalid(Value::Null) => None,
+        Member::Valid(t) if session.has_tasks() => Some(t),
+        Member::Valid(_) => None,
+        Member::Invalid(_) => {
             return Err(DispatchError::InvalidParams(
                 "params.task must be an object like {\"ttl\": 60000}".into(),
             ));
@@ -86,23 +90,17 @@ pub(super) async fn call(
             .into());
         }
     }
-    let needs: Vec<Capability> = tool.needs.iter().map(|n| (*n).into()).collect();
-    if let Some(missing) = missing_capabilities(&needs, req.capabilities()) {
-        return Err(DispatchError::MissingCapability(missing));
-    }
+    call.check_needs(&req, None)?;
     if let Some(task) = task {
-        let ttl = match task.get("ttl") {
-            None | Some(Value::Null) => None,
+        let ttl = match task.ttl {
             // A task must live long enough to be read at least once.
-            Some(v) => Some(Duration::from_millis(
-                v.as_u64()
-                    .ok_or_else(|| {
-                        DispatchError::InvalidParams(
-                            "params.task.ttl must be a non-negative integer of milliseconds".into(),
-                        )
-                    })?
-                    .max(MIN_TASK_TTL_MS),
-            )),
+            Member::Absent | Member::Invalid(Value::Null) => None,
+            Member::Valid(ms) => Some(Duration::from_millis(ms.max(MIN_TASK_TTL_MS))),
+            Member::Invalid(_) => {
+                return Err(DispatchError::InvalidParams(
+                    "params.task.ttl must be a non-negative integer of milliseconds".into(),
+                ));
+            }
         };
         let Launched {
             id,
@@ -110,7 +108,7 @@ pub(super) async fn call(
             ttl_ms,
             mut guard,
             ..
-        } = tools::start(state, &req, &call, args, Map::new(), ttl, false).await?;
+        } = launch::start(state, &req, &call, args, Map::new(), ttl, false).await?;
         guard.disarm();
         // Its status changes then reach the session's GET stream, on any gateway, and
         // tasks/list shows it.
@@ -141,7 +139,7 @@ pub(super) async fn call(
         });
         return Ok(Reply::Json(jsonrpc::result_bytes(&req.id, &result)));
     }
-    let progress = req.meta().get("progressToken").cloned();
+    let progress = req.meta.get(PROGRESS_TOKEN_KEY).cloned();
     // Without a stream the answer must wait in one response, as long as MCPT_SYNC_TIMEOUT.
     let deadline = (!accepts_sse).then(|| Instant::now() + state.config.sync_timeout);
     let ttl_cap = (!accepts_sse).then(|| state.config.sync_timeout + SYNC_TASK_SLACK);
@@ -151,7 +149,7 @@ pub(super) async fn call(
         guard,
         ttl_ms,
         ..
-    } = tools::start(state, &req, &call, args, Map::new(), ttl_cap, true).await?;
+    } = launch::start(state, &req, &call, args, Map::new(), ttl_cap, true).await?;
     let Some(watch) = watch else {
         return Err(DispatchError::Internal(
             "no watch for a waiting call".into(),
@@ -201,7 +199,7 @@ pub(super) async fn call(
 pub(super) async fn task_of_request(
     state: &Arc<State>,
     session: &Session,
-    request_id: &Value,
+    request_id: &Id,
 ) -> Option<String> {
     let rid = serde_json::to_string(request_id).ok()?;
     match state.store.called_task(&session.id, &rid).await {

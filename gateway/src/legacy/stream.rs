@@ -17,10 +17,11 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{SESSION_IDLE, Session};
-use crate::State;
+use super::SESSION_IDLE;
+use super::session::Session;
 use crate::handlers::listen::ListenerSlot;
-use crate::http::sse_event;
+use crate::reply::sse_event;
+use crate::state::State;
 
 /// How often the stream re-reads the session's task set.
 const SESSION_POLL: Duration = Duration::from_secs(2);

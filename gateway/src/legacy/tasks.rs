@@ -6,19 +6,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mcp_tasks_protocol::jsonrpc::result_bytes;
-use mcp_tasks_protocol::legacy;
+use mcp_tasks_protocol::legacy::{self, ListTasksParams, TaskParams};
+use mcp_tasks_protocol::params::Member;
 use mcp_tasks_protocol::tasks::{DetailedTask, TaskStatus};
 use mcp_tasks_protocol::time::{now_millis, rfc3339_millis};
 use mcp_tasks_store::{TaskRecord, is_plausible_task_id};
 use serde_json::{Value, json};
 
-use super::Session;
 use super::call::{Follow, follow};
-use crate::State;
+use super::session::Session;
 use crate::envelope::Request;
 use crate::error::DispatchError;
 use crate::handlers::{owner, task_id};
-use crate::http::Reply;
+use crate::reply::Reply;
+use crate::state::State;
 
 /// Tasks per `tasks/list` page.
 const PAGE: usize = 50;
@@ -32,8 +33,12 @@ pub(super) fn task_json(task: &DetailedTask) -> Value {
 }
 
 /// The caller's task named by `params.taskId`, or -32602 for an unknown, expired or foreign one.
-async fn find(state: &Arc<State>, req: &Request) -> Result<TaskRecord, DispatchError> {
-    let id = task_id(req)?;
+async fn find(
+    state: &Arc<State>,
+    req: &Request,
+    params: &TaskParams,
+) -> Result<TaskRecord, DispatchError> {
+    let id = task_id(&params.task_id)?;
     if !is_plausible_task_id(id) {
         return Err(DispatchError::TaskNotFound);
     }
@@ -47,8 +52,12 @@ async fn find(state: &Arc<State>, req: &Request) -> Result<TaskRecord, DispatchE
 }
 
 /// `tasks/get`: the task, without related-task metadata (the spec forbids it here).
-pub(super) async fn get(state: &Arc<State>, req: &Request) -> Result<Reply, DispatchError> {
-    let rec = find(state, req).await?;
+pub(super) async fn get(
+    state: &Arc<State>,
+    req: &Request,
+    params: &TaskParams,
+) -> Result<Reply, DispatchError> {
+    let rec = find(state, req, params).await?;
     Ok(Reply::Json(result_bytes(
         &req.id,
         &task_json(&rec.to_detailed()),
@@ -61,9 +70,10 @@ pub(super) async fn get(state: &Arc<State>, req: &Request) -> Result<Reply, Disp
 pub(super) async fn result(
     state: &Arc<State>,
     req: Request,
+    params: &TaskParams,
     accepts_sse: bool,
 ) -> Result<Reply, DispatchError> {
-    let rec = find(state, &req).await?;
+    let rec = find(state, &req, params).await?;
     // Watch first, then read again inside `follow`: no change slips between.
     let watch = state.hub.watch(&rec.id).await?;
     let mut rx = follow(
@@ -104,10 +114,11 @@ pub(super) async fn list(
     state: &Arc<State>,
     session: &Session,
     req: &Request,
+    params: &ListTasksParams,
 ) -> Result<Reply, DispatchError> {
-    let start: usize = match req.params.get("cursor") {
-        None | Some(Value::Null) => 0,
-        Some(Value::String(c)) => c
+    let start: usize = match &params.cursor {
+        Member::Absent | Member::Invalid(Value::Null) => 0,
+        Member::Valid(c) => c
             .strip_prefix("o:")
             .and_then(|n| n.parse().ok())
             .ok_or_else(|| {
@@ -115,7 +126,7 @@ pub(super) async fn list(
                     "invalid cursor: pass back the nextCursor of an earlier tasks/list".into(),
                 )
             })?,
-        Some(_) => {
+        Member::Invalid(_) => {
             return Err(DispatchError::InvalidParams(
                 "invalid cursor: it must be a string".into(),
             ));
@@ -146,8 +157,12 @@ pub(super) async fn list(
 }
 
 /// `tasks/cancel`: the task as it ends. A terminal task cannot be cancelled (-32602).
-pub(super) async fn cancel(state: &Arc<State>, req: &Request) -> Result<Reply, DispatchError> {
-    let rec = find(state, req).await?;
+pub(super) async fn cancel(
+    state: &Arc<State>,
+    req: &Request,
+    params: &TaskParams,
+) -> Result<Reply, DispatchError> {
+    let rec = find(state, req, params).await?;
     let before = rec.to_detailed();
     if before.status.is_terminal() {
         return Err(DispatchError::InvalidParams(format!(

@@ -1,0 +1,325 @@
+//! The one path from a `tools/call` to a task, for both protocol eras: check the tool and
+//! its arguments ([`prepare`]), then create the task within the caller's limits, watched
+//! if the caller waits, cancelled if the caller leaves before it learns the id ([`start`]);
+//! and wait for a watched task ([`wait_terminal`]). What a call answers is its era's
+//! handler's (`handlers/tools.rs`, `legacy/call.rs`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mcp_tasks_protocol::meta::{Capability, missing_capabilities};
+use mcp_tasks_protocol::params::Member;
+use mcp_tasks_protocol::tasks::TaskStatus;
+use mcp_tasks_protocol::tools::CallToolResult;
+use mcp_tasks_shared::schema;
+use mcp_tasks_store::events::{TaskEvent, Watch};
+use mcp_tasks_store::registry::ToolAdvert;
+use mcp_tasks_store::{Created, Job, Limit, NewTask, OwnerLimits, Store, TaskRecord};
+use serde_json::{Map, Value};
+
+use crate::envelope::Request;
+use crate::error::DispatchError;
+use crate::state::State;
+
+/// A call whose tool exists and whose arguments fit: what [`start`] needs.
+pub(crate) struct Prepared {
+    /// The tool's name.
+    pub(crate) name: String,
+    /// The tool's advertisement.
+    pub(crate) tool: ToolAdvert,
+}
+
+impl Prepared {
+    /// -32021 unless the caller declared what the tool needs, and `also` when given.
+    pub(crate) fn check_needs(
+        &self,
+        req: &Request,
+        also: Option<Capability>,
+    ) -> Result<(), DispatchError> {
+        let mut needs: Vec<Capability> = self.tool.needs.iter().map(|n| (*n).into()).collect();
+        needs.extend(also);
+        match missing_capabilities(&needs, req.capabilities()) {
+            None => Ok(()),
+            Some(missing) => Err(DispatchError::MissingCapability(missing)),
+        }
+    }
+}
+
+/// Check a `tools/call`'s name and arguments (both eras); the arguments are returned beside
+/// the [`Prepared`] call, so [`start`] can move them into the job. `Err` for a request
+/// error, `Ok(Err(result))` for arguments that break the tool's schema (a tool error the
+/// model can correct; no task, B-29).
+pub(crate) async fn prepare(
+    state: &Arc<State>,
+    name: &Member<String>,
+    arguments: Member<Map<String, Value>>,
+) -> Result<Result<(Prepared, Value), CallToolResult>, DispatchError> {
+    // A name of another type is a tool no one has (the envelope already refused it on
+    // 2026-07-28).
+    let name = name.valid().map_or("", String::as_str);
+    let args = match arguments {
+        Member::Absent => Map::new(),
+        Member::Valid(m) => m,
+        Member::Invalid(_) => {
+            return Err(DispatchError::InvalidParams(
+                "params.arguments must be an object".into(),
+            ));
+        }
+    };
+    let limit = state.config.limits.args_bytes;
+    let size = json_len(&args);
+    if size > limit {
+        return Err(DispatchError::InvalidParams(format!(
+            "params.arguments is {size} bytes of JSON; at most {limit} are accepted (MCPT_MAX_ARGS_BYTES)"
+        )));
+    }
+    let args = Value::Object(args);
+    let Some(tool) = state.registry.find(name).await? else {
+        return Err(DispatchError::InvalidParams(format!(
+            "Unknown tool: {name}"
+        )));
+    };
+    if let Err(violation) = schema::validate(&tool.tool.input_schema, &args) {
+        return Ok(Err(CallToolResult::error_text(format!(
+            "invalid arguments for tool {name}: {violation}"
+        ))
+        .with_server_info()));
+    }
+    Ok(Ok((
+        Prepared {
+            name: name.to_owned(),
+            tool,
+        },
+        args,
+    )))
+}
+
+/// A task created for a call.
+pub(crate) struct Launched {
+    /// The task id.
+    pub(crate) id: String,
+    /// `createdAt`, ms since the epoch.
+    pub(crate) created_ms: i64,
+    /// The task's lifetime.
+    pub(crate) ttl_ms: u64,
+    /// The watch asked for, made before the task existed so no change slips past it.
+    pub(crate) watch: Option<Watch>,
+    /// Cancels the task when dropped armed: the caller left before it learned the task.
+    pub(crate) guard: CancelOnDrop,
+}
+
+/// Create the task of a prepared call within its owner's limits, with the answers `pre`
+/// collected before it started, its lifetime capped at `ttl_cap` when given, watched when
+/// `watch`.
+pub(crate) async fn start(
+    state: &Arc<State>,
+    req: &Request,
+    call: &Prepared,
+    args: Value,
+    pre: Map<String, Value>,
+    ttl_cap: Option<Duration>,
+    watch: bool,
+) -> Result<Launched, DispatchError> {
+    let Prepared { name, tool } = call;
+    let job = Job {
+        tool: name.clone(),
+        args,
+        caps: req.capabilities().clone(),
+        pre,
+        owner: req.owner.clone(),
+        // This request's span when spans are exported (the worker's run is its child),
+        // else the caller's own context unchanged.
+        traceparent: mcp_tasks_shared::telemetry::current_traceparent(req.traceparent()),
+    };
+    let id = state.store.new_task_id();
+    tracing::Span::current().record("task.id", id.as_str());
+    let owner = req.owner.as_str();
+    // Bounded by this gateway's maximum too, whatever a worker advertises.
+    let mut ttl_ms = tool.ttl_ms.min(millis(state.config.tasks.max_ttl));
+    if let Some(cap) = ttl_cap {
+        ttl_ms = ttl_ms.min(millis(cap));
+    }
+    let new = NewTask {
+        id: &id,
+        ttl_ms: Some(ttl_ms),
+        poll_ms: tool.poll_interval_ms,
+        owner,
+        limits: OwnerLimits {
+            per_minute: state.config.limits.tasks_per_minute,
+            active: state.config.limits.active_tasks,
+        },
+        queue: &tool.queue,
+        job: &job,
+    };
+    // Watch before creating, so the result cannot slip past a wait.
+    let watch = if watch {
+        Some(state.hub.watch(&id).await?)
+    } else {
+        None
+    };
+    // A client that goes away before it learns the task id cancels the task (T-58, B-16).
+    let mut guard = CancelOnDrop::new(&state.store, &id, owner);
+    let created_ms = match create(state, &new).await {
+        Ok(at) => at,
+        Err(e) => {
+            guard.disarm();
+            return Err(e);
+        }
+    };
+    tracing::info!(task.id = %id, tool.name = %name, "task {id} created");
+    mcp_tasks_shared::metrics::get().tasks_created.add(
+        1,
+        &[
+            opentelemetry::KeyValue::new("tool.name", name.clone()),
+            opentelemetry::KeyValue::new("queue.name", tool.queue.clone()),
+        ],
+    );
+    Ok(Launched {
+        id,
+        created_ms,
+        ttl_ms,
+        watch,
+        guard,
+    })
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// How a synchronous wait ended.
+pub(crate) enum Wait {
+    /// The task is terminal.
+    Done(Box<TaskRecord>),
+    /// The task asked for input.
+    NeedsInput,
+    /// `until` passed first.
+    TimedOut,
+}
+
+/// Wait until the watched task is terminal or asks for input, or until `until`.
+pub(crate) async fn wait_terminal(
+    store: &Store,
+    owner: &str,
+    watch: &mut Watch,
+    until: Instant,
+) -> Result<Wait, DispatchError> {
+    loop {
+        let rec = match tokio::time::timeout_at(until.into(), watch.recv()).await {
+            Err(_) => return Ok(Wait::TimedOut),
+            Ok(None) => return Err(DispatchError::Internal("event hub stopped".into())),
+            Ok(Some(TaskEvent::Changed(rec))) => std::sync::Arc::unwrap_or_clone(rec),
+            Ok(Some(TaskEvent::Resync)) => match store.get_task(watch.task_id(), owner).await? {
+                Some(rec) => rec,
+                None => {
+                    return Err(DispatchError::Internal(
+                        "task vanished while waiting".into(),
+                    ));
+                }
+            },
+        };
+        if rec.is_terminal() {
+            return Ok(Wait::Done(Box::new(rec)));
+        }
+        if rec.status == Some(TaskStatus::InputRequired) {
+            return Ok(Wait::NeedsInput);
+        }
+    }
+}
+
+/// Bytes of `v` as compact JSON, counted without building the text.
+fn json_len(v: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, v);
+    count.0
+}
+
+/// Create the task within its owner's limits. At the unfinished-task limit the owner's
+/// finished tasks are pruned from the count first (they leave it lazily), then it is tried
+/// once more.
+async fn create(state: &State, new: &NewTask<'_>) -> Result<i64, DispatchError> {
+    let limits = &state.config.limits;
+    let mut pruned = false;
+    loop {
+        match state.store.create_task(new).await? {
+            Created::At(at) => return Ok(at),
+            Created::Limited(Limit::Active) if !pruned => {
+                pruned = true;
+                if state.store.prune_active(new.owner).await? == 0 {
+                    continue_limited(limits.active_tasks)?;
+                }
+            }
+            Created::Limited(Limit::Active) => continue_limited(limits.active_tasks)?,
+            Created::Limited(Limit::PerMinute) => {
+                return Err(DispatchError::Limited {
+                    message: format!(
+                        "Too many tasks: at most {} tasks per minute per caller (MCPT_LIMIT_TASKS_PER_MINUTE); retry in a minute",
+                        limits.tasks_per_minute
+                    ),
+                    limit: "tasks_per_minute",
+                    max: limits.tasks_per_minute,
+                });
+            }
+        }
+    }
+}
+
+fn continue_limited(max: u32) -> Result<(), DispatchError> {
+    Err(DispatchError::Limited {
+        message: format!(
+            "Too many unfinished tasks: at most {max} per caller (MCPT_LIMIT_ACTIVE_TASKS); wait for one to finish or cancel one"
+        ),
+        limit: "active_tasks",
+        max,
+    })
+}
+
+/// Cancels the task if dropped while armed (the request future was dropped: the client left).
+pub(crate) struct CancelOnDrop {
+    store: Store,
+    id: String,
+    owner: String,
+    armed: bool,
+}
+
+impl CancelOnDrop {
+    fn new(store: &Store, id: &str, owner: &str) -> Self {
+        CancelOnDrop {
+            store: store.clone(),
+            id: id.to_owned(),
+            owner: owner.to_owned(),
+            armed: true,
+        }
+    }
+
+    pub(crate) fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let store = self.store.clone();
+        let id = std::mem::take(&mut self.id);
+        let owner = std::mem::take(&mut self.owner);
+        tracing::info!(task.id = %id, "caller left before learning the task; cancelling it");
+        tokio::spawn(async move {
+            if let Err(e) = store.cancel(&id, &owner).await {
+                tracing::warn!(task.id = %id, error = %e, "cannot cancel abandoned task");
+            }
+        });
+    }
+}

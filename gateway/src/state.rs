@@ -1,0 +1,34 @@
+//! [`State`]: what every request of one gateway process shares (configuration, the store,
+//! the event hub, the tool registry, the authenticator), built once by `run`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use mcp_tasks_shared::config::GatewayConfig;
+use mcp_tasks_store::Store;
+use mcp_tasks_store::events::EventHub;
+use tokio_util::sync::CancellationToken;
+
+use crate::{auth, registry};
+
+/// Shared by every request of one gateway process.
+pub(crate) struct State {
+    pub(crate) config: GatewayConfig,
+    pub(crate) store: Store,
+    pub(crate) hub: EventHub,
+    pub(crate) registry: registry::Registry,
+    /// Who may call.
+    pub(crate) auth: auth::Authenticator,
+    /// Listening on loopback: `Host` must be a loopback name (DNS rebinding, B-17).
+    pub(crate) loopback_only: bool,
+    /// False once shutdown started: `/readyz` then fails.
+    pub(crate) ready: AtomicBool,
+    /// Cancelled when the gateway stops accepting: listen streams end gracefully.
+    pub(crate) streams_end: CancellationToken,
+}
+
+impl State {
+    /// Whether the gateway still takes new work (`/readyz`).
+    pub(crate) fn ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+}
