@@ -23,6 +23,8 @@
 //! The gateway never runs a tool and keeps no task state: every answer comes from Redis
 //! (through `mcp_tasks_store`), so any replica answers any request.
 
+#![warn(missing_docs)]
+
 mod auth;
 mod conn;
 mod dispatch;

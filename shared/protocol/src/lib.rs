@@ -5,6 +5,8 @@
 //! protocol. It holds no logic beyond small predicates; the gateway decides, the store
 //! persists, and both speak through these types.
 
+#![warn(missing_docs)]
+
 pub mod jsonrpc;
 pub mod legacy;
 pub mod meta;
