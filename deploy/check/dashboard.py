@@ -92,8 +92,9 @@ else:
     for name in sorted(derived.keys() & metrics.keys()):
         if derived[name] != metrics[name][0]:
             problem(f"{name}: metrics.rs makes it a {derived[name]}, check/metrics.txt says {metrics[name][0]}")
+    # Every product crate: shared/, shared/protocol/, shared/store/, gateway/, worker/.
     code = "".join(p.read_text() for d in ("shared", "gateway", "worker")
-                   for p in (pathlib.Path(repo) / d / "src").rglob("*.rs"))
+                   for p in (pathlib.Path(repo) / d).rglob("src/**/*.rs"))
     for label in sorted({lab for _, labels in metrics.values() for lab in labels}):
         if f'"{label.replace("_", ".")}"' not in code and f'"{label}"' not in code:
             problem(f"check/metrics.txt label {label}: no source file sets an attribute of that name")
