@@ -8,6 +8,7 @@
 mod client;
 mod ops;
 mod tasks;
+mod terminal;
 
 use std::process::ExitCode;
 
