@@ -116,7 +116,11 @@ mod tests {
         assert_eq!(duration("2s"), Ok(Duration::from_secs(2)));
         assert_eq!(duration("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(duration("1h"), Ok(Duration::from_secs(3600)));
-        for bad in ["", "2", "s", "1.5s", "-1s", "2 s", "2sec"] {
+        // The project's one duration parser (humantime underneath) takes fractions and
+        // long unit names too.
+        assert_eq!(duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(duration("2sec"), Ok(Duration::from_secs(2)));
+        for bad in ["", "2", "s", "-1s", "2 s"] {
             assert!(duration(bad).is_err(), "{bad:?}");
         }
         let d = duration_at_least(Duration::from_millis(100));
