@@ -6,12 +6,13 @@
 //! - [`run`]: advertise the tools, then read and run jobs until shutdown;
 //!   [`run_with_admin`] also serves `/healthz`, `/readyz` and `/metrics` (`admin.rs`).
 //!
-//! The job loop itself is in `runner.rs`; everything Redis is in `mcp_tasks_store`.
+//! The job loop itself is in `runner/`; everything Redis is in `mcp_tasks_store`. The
+//! `MCPT_TOOLS_FILE` catalog and the `mcp-tasks-worker` binary are one floor up, in
+//! `mcp-tasks-catalog` (`worker/catalog/`), built on this crate's public API only.
 
 #![warn(missing_docs)]
 
 mod admin;
-pub mod catalog;
 mod claims;
 mod context;
 mod runner;

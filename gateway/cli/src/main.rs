@@ -50,7 +50,7 @@ fn up() -> ExitCode {
     };
     // The worker's tools: built-in packs plus MCPT_TOOLS_FILE, checked before anything starts.
     let builtin = mcp_tasks_worker::tools::packs(&worker_config.tools);
-    let catalog = match mcp_tasks_worker::catalog::from_env(&worker_config, &builtin) {
+    let catalog = match mcp_tasks_catalog::from_env(&worker_config, &builtin) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mcp-tasks: {e}");

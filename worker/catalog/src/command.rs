@@ -17,8 +17,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Child;
 use tokio::sync::watch;
 
-use crate::catalog::{AbortOnDrop, STATUS_CHARS, report, sleep_or_never};
-use crate::{CallToolResult, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
+use crate::{AbortOnDrop, STATUS_CHARS, report, sleep_or_never};
+use mcp_tasks_worker::{CallToolResult, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
 
 /// Time between SIGTERM to the group and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(5);

@@ -17,7 +17,7 @@ use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 use serde::{Deserialize, de::Error as _};
 
 use super::{DEFAULT_MAX_OUTPUT, FieldError, bad};
-use crate::Policy;
+use mcp_tasks_worker::Policy;
 
 /// The fields every kind takes (`[[upstream]]` refuses `description` and `input_schema`).
 #[derive(Debug, Deserialize)]

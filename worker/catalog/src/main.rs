@@ -18,7 +18,7 @@ fn main() -> ExitCode {
     };
     // Checked before anything starts, so a mistake is the only line on stderr.
     let builtin = mcp_tasks_worker::tools::packs(&config.tools);
-    let catalog = match mcp_tasks_worker::catalog::from_env(&config, &builtin) {
+    let catalog = match mcp_tasks_catalog::from_env(&config, &builtin) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mcp-tasks-worker: {e}");

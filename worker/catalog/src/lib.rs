@@ -22,6 +22,8 @@
 //! element; any other brace in an element is a mistake (`{{` and `}}` write a literal
 //! brace), so an argument can never add, split or reinterpret elements.
 
+#![warn(missing_docs)]
+
 mod command;
 mod fields;
 mod http;
@@ -39,7 +41,7 @@ use serde_json::{Value, json};
 
 use self::command::{Command, CommandTool, Part};
 use self::fields::Common;
-use crate::{Tool, ToolSpec};
+use mcp_tasks_worker::{Tool, ToolSpec};
 
 /// Least time between two status messages a catalog tool writes (at most four a second).
 pub(crate) const STATUS_EVERY: Duration = Duration::from_millis(250);
@@ -49,7 +51,7 @@ pub(crate) const STATUS_CHARS: usize = 200;
 /// Copy the latest offered text to the task's status message, at most every
 /// [`STATUS_EVERY`]; texts in between are skipped, the latest always lands.
 pub(crate) async fn report(
-    ctx: crate::TaskContext,
+    ctx: mcp_tasks_worker::TaskContext,
     mut latest: tokio::sync::watch::Receiver<String>,
 ) {
     while latest.changed().await.is_ok() {
@@ -502,7 +504,7 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
-    use crate::Policy;
+    use mcp_tasks_worker::Policy;
 
     fn config() -> WorkerConfig {
         let env: HashMap<&str, &str> = HashMap::from([("MCPT_QUEUES", "default,slow")]);
@@ -510,7 +512,7 @@ mod tests {
     }
 
     fn check(text: &str) -> Result<Vec<Arc<dyn Tool>>, String> {
-        let builtin = crate::tools::packs(&["demo".to_owned()]);
+        let builtin = mcp_tasks_worker::tools::packs(&["demo".to_owned()]);
         parse("t.toml", Path::new("."), text, &config(), &builtin)
             .map(|c| c.tools)
             .map_err(|e| e.to_string())
@@ -526,7 +528,7 @@ mod tests {
     /// The example catalog under deploy/ parses, and `outlives_caller` reaches the spec.
     #[test]
     fn the_build_tools_example_is_a_valid_catalog() {
-        let tools = check(include_str!("../../deploy/examples/build-tools.toml"))
+        let tools = check(include_str!("../../../deploy/examples/build-tools.toml"))
             .expect("deploy/examples/build-tools.toml");
         let specs: Vec<ToolSpec> = tools.iter().map(|t| t.spec()).collect();
         assert_eq!(specs.len(), 2);

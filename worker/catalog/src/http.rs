@@ -57,7 +57,7 @@ use serde_json::Value;
 use self::client::{Reply, Service};
 use self::url::{check_url, resolve};
 use super::{FieldError, STATUS_CHARS, bad, fields, tool_spec};
-use crate::{CallToolResult, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
+use mcp_tasks_worker::{CallToolResult, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
 
 /// Longest wait for the answer to the `DELETE` that cancels a job.
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);

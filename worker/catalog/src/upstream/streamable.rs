@@ -17,7 +17,7 @@ use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
 use serde_json::Value;
 
 use super::session::Core;
-use crate::catalog::web;
+use crate::web;
 
 /// Largest JSON body read from the upstream.
 const MAX_BODY: usize = 16 << 20;

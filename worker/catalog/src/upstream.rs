@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 
 use super::fields::{self, string_list};
 use super::{FieldError, bad, check_schema, directory, tool_spec};
-use crate::{CallToolResult, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
+use mcp_tasks_worker::{CallToolResult, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
 
 use self::session::{Pool, Session};
 
@@ -430,7 +430,7 @@ mod tests {
     fn parse(text: &str) -> Result<super::super::Catalog, String> {
         let env: HashMap<&str, &str> = HashMap::from([("MCPT_QUEUES", "default,slow")]);
         let config = WorkerConfig::from_source(&env).expect("config");
-        let builtin = crate::tools::packs(&["demo".to_owned()]);
+        let builtin = mcp_tasks_worker::tools::packs(&["demo".to_owned()]);
         super::super::parse("t.toml", Path::new("."), text, &config, &builtin)
             .map_err(|e| e.to_string())
     }

@@ -8,7 +8,7 @@
 //!   `KIND-N` (`elicitation-1`, `sampling-2`, `roots-1`: the Nth request of that kind in
 //!   this call), and the client's answer
 //!   goes back as the JSON-RPC response. The key is the same when a takeover replays the
-//!   call, so an answered question is not asked twice ([`crate::Tool`] on replay).
+//!   call, so an answered question is not asked twice ([`mcp_tasks_worker::Tool`] on replay).
 //! - A tool whose listing says `execution.taskSupport: "required"` is called with a
 //!   `task` (2025-11-25): the upstream answers with its task, whose status messages
 //!   (`notifications/tasks/status` and `tasks/get`, polled at its `pollInterval`) are
@@ -32,8 +32,8 @@ use tokio::sync::watch;
 
 use super::our_result;
 use super::session::{Incoming, Lease, Pending, Pool, RpcError};
-use crate::catalog::{AbortOnDrop, STATUS_CHARS, report, sleep_or_never};
-use crate::{CallToolResult, TaskContext, ToolError};
+use crate::{AbortOnDrop, STATUS_CHARS, report, sleep_or_never};
+use mcp_tasks_worker::{CallToolResult, TaskContext, ToolError};
 
 /// Bounds on how often an upstream task is polled with `tasks/get`.
 const POLL_MIN: Duration = Duration::from_millis(250);
