@@ -69,7 +69,7 @@ pub(super) async fn respond(
     let answer = match obj.get("result") {
         Some(result) => result.clone(),
         None => {
-            tracing::info!(task.id = %task, key = %key, error = %obj.get("error").cloned().unwrap_or_default(), "client answered an input request with an error");
+            tracing::info!(task.id = ?task, key = ?key, error = %obj.get("error").cloned().unwrap_or_default(), "client answered an input request with an error");
             match failed_answer(state, session, task, key).await {
                 Ok(Some(answer)) => answer,
                 Ok(None) => return reply::empty(StatusCode::ACCEPTED),

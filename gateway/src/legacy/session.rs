@@ -152,7 +152,7 @@ pub(crate) async fn initialize(
         .valid()
         .and_then(|c| c.name.valid())
         .map_or("unnamed", String::as_str);
-    tracing::info!(protocol.version = version, client.name = %client, "2025 session started");
+    tracing::info!(protocol.version = version, client.name = ?client, "2025 session started");
     let result = json!({
         "protocolVersion": version,
         "capabilities": caps,

@@ -98,3 +98,54 @@ async fn a_chatty_task_costs_redis_ten_status_writes_a_second() -> Result<()> {
     ctx.cleanup().await;
     Ok(())
 }
+
+/// A client name with a newline and ANSI escapes (a forged log line) stays inside one
+/// escaped log line: nothing the client sent starts a line of the gateway's log, and no
+/// escape byte reaches it (issue 20, item 6).
+#[tokio::test]
+async fn a_forged_client_name_stays_one_escaped_log_line() -> Result<()> {
+    let ctx = TestContext::start(1, 0).await?;
+    let client = ctx.client();
+    let forged = "x\n\u{1b}[33m2026-01-01T00:00:00Z  WARN mcp_tasks_gateway: forged\u{1b}[0m";
+    let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": forged, "version": "1"}}});
+    let reply = client
+        .post_raw(
+            &[
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+            ],
+            serde_json::to_vec(&body)?,
+        )
+        .await?;
+    ensure!(
+        reply.status == 200,
+        "initialize: {} {}",
+        reply.status,
+        reply.body
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let log = loop {
+        let log = ctx.gateways[0].process.log_text();
+        if log.contains("2025 session started") || Instant::now() > deadline {
+            break log;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    ensure!(
+        log.contains("2025 session started"),
+        "no session line in:\n{log}"
+    );
+    ensure!(
+        !log.contains('\u{1b}'),
+        "an escape byte reached the log:\n{log}"
+    );
+    ensure!(
+        !log.lines()
+            .any(|l| l.contains("forged") && !l.contains("2025 session started")),
+        "the forged text started a line of its own:\n{log}"
+    );
+    ctx.cleanup().await;
+    Ok(())
+}
