@@ -8,7 +8,7 @@
 //! - [`Gateway`], [`Worker`]: the binaries (found in `MCPT_BIN_DIR`, else next to the test
 //!   executable); the gateway's address comes from its `listening on` line.
 //! - [`Client`]: JSON-RPC over HTTP with the standard headers; [`SseStream`] reads the SSE
-//!   streams it opens ([`sse`] holds the one SSE event parser).
+//!   streams it opens ([`sse`] reads them with the workspace's one SSE decoder).
 //! - [`TestContext`]: one Redis, gateways and workers; call `cleanup()` at the end.
 //! - [`otlp`]: an OTLP/HTTP receiver; [`metrics_text`] and [`metric_value`] read `/metrics`.
 //! - [`cli`]: the command lines of the tools `bench`, `chaos` and `cluster`.
@@ -27,7 +27,7 @@ pub use client::{Client, REQUEST_TIMEOUT, Reply, caps_none, caps_tasks, meta};
 pub use process::{Gateway, Process, Worker, bin_dir, binary};
 pub use redis_server::{RedisCluster, RedisServer};
 pub use sentinel::Sentinels;
-pub use sse::SseStream;
+pub use sse::{SseDecoder, SseStream};
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,6 @@
-//! Server-sent events: [`SseParser`], the one incremental parser of `text/event-stream`
-//! bodies, and [`SseStream`], an open SSE response read one JSON-RPC message at a time.
+//! Server-sent events: [`SseStream`], an open SSE response read one JSON-RPC message at a
+//! time. The bytes are split into events by the workspace's one decoder,
+//! [`mcp_tasks_protocol::sse::SseDecoder`] (re-exported by this crate).
 
 use std::time::{Duration, SystemTime};
 
@@ -8,48 +9,12 @@ use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use serde_json::Value;
 
-/// Splits a `text/event-stream` body into events as its bytes arrive. An event ends at a
-/// blank line (`\n\n`); its data is its `data:` lines, leading whitespace trimmed, joined by
-/// `\n`. Events without data (comments, keep-alives) are skipped.
-#[derive(Debug, Default)]
-pub struct SseParser {
-    buf: Vec<u8>,
-}
-
-impl SseParser {
-    /// An empty parser.
-    pub fn new() -> SseParser {
-        SseParser::default()
-    }
-
-    /// Append bytes of the body as they arrive.
-    pub fn push(&mut self, bytes: &[u8]) {
-        self.buf.extend_from_slice(bytes);
-    }
-
-    /// The data of the next complete event with data, if one has arrived (removed from the
-    /// buffer, as are the data-less events before it).
-    pub fn next_data(&mut self) -> Option<String> {
-        while let Some(pos) = self.buf.windows(2).position(|w| w == b"\n\n") {
-            let event: Vec<u8> = self.buf.drain(..pos + 2).collect();
-            let text = String::from_utf8_lossy(&event);
-            let data: Vec<&str> = text
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(str::trim_start)
-                .collect();
-            if !data.is_empty() {
-                return Some(data.join("\n"));
-            }
-        }
-        None
-    }
-}
+pub use mcp_tasks_protocol::sse::SseDecoder;
 
 /// An open SSE response whose events each carry one JSON-RPC message.
 pub struct SseStream {
     body: Incoming,
-    parser: SseParser,
+    parser: SseDecoder,
     /// When the last frame of the body arrived.
     last: SystemTime,
 }
@@ -59,7 +24,7 @@ impl SseStream {
     pub fn from_response(res: hyper::Response<Incoming>) -> SseStream {
         SseStream {
             body: res.into_body(),
-            parser: SseParser::new(),
+            parser: SseDecoder::new(),
             last: SystemTime::now(),
         }
     }
@@ -117,21 +82,5 @@ impl SseStream {
                     .collect()
             })
             .unwrap_or_default())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::SseParser;
-
-    #[test]
-    fn events_split_at_blank_lines_and_skip_data_less_ones() {
-        let mut p = SseParser::new();
-        p.push(b": keep-alive\n\ndata: {\"a\":");
-        assert_eq!(p.next_data(), None);
-        p.push(b"1}\n\nevent: x\ndata:one\ndata:  two\n\n");
-        assert_eq!(p.next_data().as_deref(), Some("{\"a\":1}"));
-        assert_eq!(p.next_data().as_deref(), Some("one\ntwo"));
-        assert_eq!(p.next_data(), None);
     }
 }

@@ -14,6 +14,7 @@ pub mod method;
 pub mod notifications;
 pub mod params;
 pub mod results;
+pub mod sse;
 pub mod tasks;
 pub mod time;
 pub mod tools;

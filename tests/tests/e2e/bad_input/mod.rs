@@ -33,7 +33,7 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use mcp_tasks_tests::{TestContext, VERSION, meta};
+use mcp_tasks_tests::{SseDecoder, TestContext, VERSION, meta};
 use serde_json::{Value, json};
 
 /// How long one request may take before it counts as a hang.
@@ -108,23 +108,21 @@ impl Probe {
         let mut body = res.into_body();
         if content_type.starts_with("text/event-stream") {
             // A stream stays open: read its first event, then drop the connection.
-            let mut buf = Vec::new();
-            while !buf.windows(2).any(|w| w == b"\n\n") {
+            let (mut buf, mut events) = (Vec::new(), SseDecoder::new());
+            let data = loop {
+                if let Some(data) = events.next_data() {
+                    break data;
+                }
                 match body.frame().await {
                     Some(frame) => {
                         if let Ok(data) = frame?.into_data() {
                             buf.extend_from_slice(&data);
+                            events.push(&data);
                         }
                     }
-                    None => break,
+                    None => break String::new(),
                 }
-            }
-            let text = String::from_utf8_lossy(&buf).into_owned();
-            let data: String = text
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(str::trim_start)
-                .collect();
+            };
             let json = serde_json::from_str(&data).unwrap_or(Value::Null);
             return Ok(Answer {
                 status,

@@ -4,7 +4,7 @@
 //! Checklist ids cited: none (2025 compatibility is outside the 2026 checklists).
 
 use anyhow::{Context as _, Result};
-use mcp_tasks_tests::{SseStream, TestContext, poll_until};
+use mcp_tasks_tests::{SseDecoder, SseStream, TestContext, poll_until};
 use serde_json::{Value, json};
 
 use super::{Session, WITHIN, text};
@@ -143,10 +143,10 @@ async fn the_2025_tasks_api_maps_onto_the_same_tasks() -> Result<()> {
         .await?;
     let (_, response) = {
         // The request accepted SSE: read the stream's response from the body text.
-        let frames: Vec<Value> = String::from_utf8_lossy(&r.raw)
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .filter_map(|d| serde_json::from_str(d).ok())
+        let mut events = SseDecoder::new();
+        events.push(&r.raw);
+        let frames: Vec<Value> = std::iter::from_fn(|| events.next_data())
+            .filter_map(|d| serde_json::from_str(&d).ok())
             .collect();
         let last = frames.last().cloned().context("no frames")?;
         (frames, last)

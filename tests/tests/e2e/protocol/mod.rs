@@ -35,7 +35,7 @@ use anyhow::Result;
 use bytes::Bytes;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
-use mcp_tasks_tests::{Client, Reply, TestContext, caps_tasks, meta};
+use mcp_tasks_tests::{Client, Reply, SseDecoder, TestContext, caps_tasks, meta};
 use serde_json::{Value, json};
 
 const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
@@ -206,15 +206,12 @@ impl Events {
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let raw = self.next_raw(left).await?;
-            let data: Vec<&str> = raw
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(str::trim_start)
-                .collect();
-            if data.is_empty() {
+            let mut event = SseDecoder::new();
+            event.push(raw.as_bytes());
+            let Some(data) = event.next_data() else {
                 continue;
-            }
-            let value = serde_json::from_str(&data.join("\n")).ok()?;
+            };
+            let value = serde_json::from_str(&data).ok()?;
             return Some((value, raw));
         }
     }

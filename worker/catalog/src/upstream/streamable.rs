@@ -14,10 +14,11 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
+use mcp_tasks_protocol::sse::SseDecoder;
 use serde_json::Value;
 
 use super::session::Core;
-use crate::web;
+use mcp_tasks_shared::web;
 
 /// Largest JSON body read from the upstream.
 const MAX_BODY: usize = 16 << 20;
@@ -160,33 +161,19 @@ impl Http {
 
     /// Read an SSE body, routing each event's JSON as it arrives.
     async fn read_events(&self, mut body: Incoming) -> Result<(), String> {
-        let mut buf: Vec<u8> = Vec::new();
-        let mut data = String::new();
+        let mut events = SseDecoder::new();
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| format!("the event stream broke: {e}"))?;
             let Ok(chunk) = frame.into_data() else {
                 continue;
             };
-            buf.extend_from_slice(&chunk);
-            while let Some(end) = buf.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = buf.drain(..=end).collect();
-                let line = String::from_utf8_lossy(&line);
-                let line = line.trim_end_matches(['\r', '\n']);
-                if line.is_empty() {
-                    if !data.is_empty() {
-                        if let Ok(v) = serde_json::from_str::<Value>(&data) {
-                            self.route(v);
-                        }
-                        data.clear();
-                    }
-                } else if let Some(rest) = line.strip_prefix("data:") {
-                    if !data.is_empty() {
-                        data.push('\n');
-                    }
-                    data.push_str(rest.strip_prefix(' ').unwrap_or(rest));
+            events.push(&chunk);
+            while let Some(data) = events.next_data() {
+                if let Ok(v) = serde_json::from_str::<Value>(&data) {
+                    self.route(v);
                 }
             }
-            if buf.len() + data.len() > MAX_BODY {
+            if events.buffered() > MAX_BODY {
                 return Err("an event from the upstream is too large".to_owned());
             }
         }
