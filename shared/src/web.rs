@@ -1,10 +1,12 @@
-//! The one HTTP client stack of the catalog's outbound calls: `[[http]]` services
-//! (`catalog/http/client.rs`) and Streamable HTTP upstreams
-//! (`catalog/upstream/streamable.rs`) build their client here and read bodies here.
+//! The one HTTP client stack of the workspace's outbound calls: the catalog's `[[http]]`
+//! services (`worker/catalog/src/http/client.rs`) and Streamable HTTP upstreams
+//! (`worker/catalog/src/upstream/streamable.rs`), the gateway's JWKS fetch
+//! (`gateway/src/auth/jwt/source.rs`) and the `mcp-tasks` command's MCP client
+//! (`gateway/cli/src/commands/client.rs`) build their client here and read bodies here.
 //!
 //! hyper-util's client over rustls with `ring` and the webpki roots (as everywhere in
 //! this project: no OpenSSL, no system certificate store), HTTP/1.1, plain `http://` too.
-//! It follows no redirect: each caller decides what a `3xx` means (`catalog/http.rs`
+//! It follows no redirect: each caller decides what a `3xx` means (the catalog's `http.rs`
 //! follows a job's status URL itself, sending the entry's headers to its own origin only).
 //! Overall time limits are the callers' too; an SSE answer may last as long as its call.
 //!
@@ -25,17 +27,19 @@ use hyper_util::rt::TokioExecutor;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// An http-or-https client sending whole bodies.
-pub(crate) type Client =
+pub type Client =
     hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
-/// A new client (each service or session keeps its own, with its connection pool).
+/// A new client (each service, session or key source keeps its own, with its connection
+/// pool). Requests go out with `TCP_NODELAY`: they are small and answered at once.
 ///
 /// # Errors
 /// TLS cannot be set up (the platform's crypto provider is unusable).
-pub(crate) fn client() -> Result<Client, String> {
+pub fn client() -> Result<Client, String> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    http.set_nodelay(true);
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
         .map_err(|e| format!("cannot set up TLS: {e}"))?
@@ -49,10 +53,7 @@ pub(crate) fn client() -> Result<Client, String> {
 ///
 /// # Errors
 /// The body broke off.
-pub(crate) async fn read_bounded(
-    mut body: Incoming,
-    max: usize,
-) -> Result<(Vec<u8>, bool), hyper::Error> {
+pub async fn read_bounded(mut body: Incoming, max: usize) -> Result<(Vec<u8>, bool), hyper::Error> {
     let mut out = Vec::new();
     while let Some(frame) = body.frame().await {
         if let Ok(data) = frame?.into_data() {

@@ -28,7 +28,6 @@ mod command;
 mod fields;
 mod http;
 mod upstream;
-mod web;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

@@ -10,9 +10,8 @@ use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::Client as HyperClient;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use mcp_tasks_shared::protocol::sse::SseDecoder;
+use mcp_tasks_shared::web;
 use serde_json::{Value, json};
 
 /// The protocol revision spoken.
@@ -75,7 +74,7 @@ pub(crate) const TASK_CAPS: Caps = Caps {
 #[derive(Clone)]
 pub(crate) struct Client {
     url: hyper::Uri,
-    http: HyperClient<HttpConnector, Full<Bytes>>,
+    http: web::Client,
     /// `MCPT_TOKEN`: sent as `Authorization: Bearer` when set.
     token: Option<String>,
 }
@@ -86,27 +85,19 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Client {
-    /// A client of `url` (`http://HOST:PORT/PATH`); `Err` says what is wrong with it.
+    /// A client of `url` (`http://HOST:PORT/PATH` or `https://…`); `Err` says what is wrong
+    /// with it.
     pub(crate) fn new(url: &str) -> Result<Client, String> {
         let uri: hyper::Uri = url.parse().map_err(|e| format!("bad URL {url:?}: {e}"))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => {
-                return Err(format!(
-                    "bad URL {url:?}: https is not supported; use http (or a local TLS proxy)"
-                ));
-            }
-            _ => return Err(format!("bad URL {url:?}: expected http://HOST:PORT/mcp")),
+        if !matches!(uri.scheme_str(), Some("http" | "https")) {
+            return Err(format!("bad URL {url:?}: expected http://HOST:PORT/mcp"));
         }
         if uri.host().is_none() {
             return Err(format!("bad URL {url:?}: no host"));
         }
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(Duration::from_secs(10)));
-        connector.set_nodelay(true);
         Ok(Client {
             url: uri,
-            http: HyperClient::builder(TokioExecutor::new()).build(connector),
+            http: web::client()?,
             token: std::env::var("MCPT_TOKEN")
                 .ok()
                 .map(|t| t.trim().to_owned())
@@ -250,7 +241,7 @@ impl Client {
         }
         Ok(SseStream {
             body: res.into_body(),
-            buf: Vec::new(),
+            events: SseDecoder::new(),
         })
     }
 }
@@ -274,47 +265,24 @@ fn header_value(text: &str) -> String {
 /// An open SSE response carrying JSON-RPC messages.
 pub(crate) struct SseStream {
     body: Incoming,
-    buf: Vec<u8>,
+    events: SseDecoder,
 }
 
 impl SseStream {
-    /// The next JSON-RPC message, or `None` when the stream ended (or broke).
+    /// The next JSON-RPC message, or `None` when the stream ended (or broke). Events whose
+    /// data is not JSON are skipped.
     pub(crate) async fn next(&mut self) -> Option<Value> {
         loop {
-            if let Some((pos, len)) = event_end(&self.buf) {
-                let event: Vec<u8> = self.buf.drain(..pos + len).collect();
-                let text = String::from_utf8_lossy(&event);
-                let data: Vec<&str> = text
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(|l| l.strip_prefix(' ').unwrap_or(l))
-                    .collect();
-                if data.is_empty() {
-                    continue;
-                }
-                match serde_json::from_str(&data.join("\n")) {
-                    Ok(v) => return Some(v),
-                    Err(_) => continue,
+            while let Some(data) = self.events.next_data() {
+                if let Ok(v) = serde_json::from_str(&data) {
+                    return Some(v);
                 }
             }
             let frame = self.body.frame().await?.ok()?;
             if let Ok(data) = frame.into_data() {
-                self.buf.extend_from_slice(&data);
+                self.events.push(&data);
             }
         }
-    }
-}
-
-/// Where the first complete SSE event in `buf` ends: (position, separator length).
-fn event_end(buf: &[u8]) -> Option<(usize, usize)> {
-    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|p| (p, 2));
-    let crlf = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|p| (p, 4));
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-        (a, b) => a.or(b),
     }
 }
 
@@ -328,12 +296,5 @@ mod tests {
         assert_eq!(header_value("tsk_abc-1"), "tsk_abc-1");
         assert_eq!(header_value("héllo"), "=?base64?aMOpbGxv?=");
         assert_eq!(header_value(" x"), "=?base64?IHg=?=");
-    }
-
-    #[test]
-    fn sse_events_end_at_a_blank_line() {
-        assert_eq!(event_end(b"data: {}\n\nrest"), Some((8, 2)));
-        assert_eq!(event_end(b"data: {}\r\n\r\n"), Some((8, 4)));
-        assert_eq!(event_end(b"data: {}\n"), None);
     }
 }

@@ -4,11 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt as _, Empty, Limited};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use http_body_util::{BodyExt as _, Full, Limited};
+use mcp_tasks_shared::web;
 
 use super::{FETCH_TIMEOUT, JwksSource, MAX_JWKS_BYTES};
 
@@ -19,12 +16,9 @@ pub(super) enum Source {
     /// A JWKS URL and the client that fetches it.
     Url {
         uri: hyper::Uri,
-        client: Box<HttpsClient>,
+        client: Box<web::Client>,
     },
 }
-
-/// Plain-http and https client for JWKS fetches (rustls with `ring`, webpki roots).
-pub(super) type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>;
 
 impl Source {
     /// Check a URL source and build its client.
@@ -43,13 +37,8 @@ impl Source {
                 if uri.scheme_str() == Some("http") && !is_loopback(uri.host().unwrap_or("")) {
                     tracing::warn!(url = %url, "JWKS fetched over plain http");
                 }
-                let https = hyper_rustls::HttpsConnectorBuilder::new()
-                    .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-                    .map_err(|e| format!("TLS setup for JWKS URL {url}: {e}"))?
-                    .https_or_http()
-                    .enable_http1()
-                    .build();
-                let client = Box::new(Client::builder(TokioExecutor::new()).build(https));
+                let client = web::client().map_err(|e| format!("JWKS URL {url}: {e}"))?;
+                let client = Box::new(client);
                 Ok(Source::Url { uri, client })
             }
         }
@@ -94,10 +83,10 @@ pub(super) async fn read_file(path: &Path) -> Result<Vec<u8>, String> {
 }
 
 /// GET a JWKS URL: 200 only, body at most [`MAX_JWKS_BYTES`], all within [`FETCH_TIMEOUT`].
-pub(super) async fn fetch(uri: &hyper::Uri, client: &HttpsClient) -> Result<Vec<u8>, String> {
+pub(super) async fn fetch(uri: &hyper::Uri, client: &web::Client) -> Result<Vec<u8>, String> {
     let request = hyper::Request::get(uri.clone())
         .header(hyper::header::ACCEPT, "application/json")
-        .body(Empty::new())
+        .body(Full::default())
         .map_err(|e| format!("cannot build the request: {e}"))?;
     let exchange = async {
         let response = client

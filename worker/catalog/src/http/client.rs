@@ -10,7 +10,7 @@ use hyper::{Method, Request, StatusCode, Uri};
 use serde_json::Value;
 
 use super::url::{origin, same_origin};
-use crate::web;
+use mcp_tasks_shared::web;
 
 /// Longest wait for one answer (connect, headers and body).
 pub(super) const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
