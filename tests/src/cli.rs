@@ -42,12 +42,18 @@ fn usage_error(tool: &str, msg: &str) -> ExitCode {
     ExitCode::from(USAGE_EXIT)
 }
 
-/// The first line of clap's message, without its `error: ` prefix (the rest is a tip and
-/// the usage).
+/// clap's message as one line: its first paragraph without the `error: ` prefix (the rest
+/// is a tip and the usage).
 fn first_line(e: &clap::Error) -> String {
     let text = e.render().to_string();
-    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    line.strip_prefix("error: ").unwrap_or(line).to_owned()
+    let paragraph: Vec<&str> = text
+        .trim_start()
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let line = paragraph.join(" ");
+    line.strip_prefix("error: ").unwrap_or(&line).to_owned()
 }
 
 /// A duration as the services read theirs ([`mcp_tasks_shared::config::parse_duration`]):

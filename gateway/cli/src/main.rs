@@ -3,7 +3,8 @@
 //! `mcp-tasks up` runs everything on one machine: a private `redis-server` on a free port
 //! (unless `MCPT_REDIS_URL` is set), a gateway and a worker pool, and prints the MCP URL.
 //! `call`, `get`, `cancel`, `watch` talk MCP to a gateway; `queues` and `workers` read Redis
-//! (see `commands/`). `mcp-tasks help` lists them all.
+//! (see `commands/`, which also holds the command line). `mcp-tasks help` lists them
+//! all.
 //!
 //! The one crate that depends on both the gateway and the worker: `up` runs them in one
 //! process.
@@ -17,23 +18,11 @@ use mcp_tasks_shared::config::{ENV_REDIS_URL, GatewayConfig, WorkerConfig};
 use mcp_tasks_shared::{error_chain, shutdown, telemetry};
 use tokio::process::{Child, Command};
 
-const USAGE: &str = "usage: mcp-tasks up|call|get|cancel|watch|queues|workers|help (`mcp-tasks help` explains each)";
-
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("up") if args.len() == 1 => up(),
-        Some("-h" | "--help" | "help") if args.len() == 1 => {
-            println!("{}", commands::HELP);
-            ExitCode::SUCCESS
-        }
-        Some(command) if commands::COMMANDS.contains(&command) => {
-            commands::run(command, &args[1..])
-        }
-        _ => {
-            eprintln!("mcp-tasks: {USAGE}");
-            ExitCode::from(64)
-        }
+    match commands::parse() {
+        Ok(commands::Command::Up) => up(),
+        Ok(command) => commands::run(command),
+        Err(code) => code,
     }
 }
 

@@ -12,10 +12,9 @@ mod terminal;
 
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
+use clap::{Parser, Subcommand};
 use serde_json::Value;
-
-/// Subcommands handled here.
-pub(crate) const COMMANDS: &[&str] = &["call", "get", "cancel", "watch", "queues", "workers"];
 
 /// Default MCP endpoint.
 const DEFAULT_URL: &str = "http://127.0.0.1:8080/mcp";
@@ -26,30 +25,128 @@ const ENV_URL: &str = "MCPT_URL";
 /// Environment variable naming Redis (shared with the server binaries).
 const ENV_REDIS: &str = "MCPT_REDIS_URL";
 
-/// The full help text.
-pub(crate) const HELP: &str = "\
-usage: mcp-tasks COMMAND [OPTIONS]
+/// The command line (clap derive; `mcp-tasks help` and `--help` print what it declares).
+#[derive(Debug, Parser)]
+#[command(
+    name = "mcp-tasks",
+    version,
+    about = "Durable MCP tool calls: run the service on one machine, call tools as tasks, \
+             and look into the queues",
+    after_help = "environment:\n  \
+        MCPT_TOKEN   bearer token for a gateway with MCPT_AUTH=tokens or jwt\n\n\
+        exit codes: 0 ok, 1 failed (unreachable, JSON-RPC error, failed/cancelled task, tool \
+        error),\n            64 usage error, 130 interrupted"
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
 
-  up                         run redis (private, unless MCPT_REDIS_URL is set), a gateway and a worker pool
-  call TOOL [--args JSON] [--task [--detach]]
-                             call a tool; with --task declare the Tasks extension and follow the
-                             task: status lines on stderr, input asked on the terminal, the result
-                             on stdout (Ctrl-C cancels the task, exit 130); --detach prints the
-                             task id instead of following
-  get ID                     print the task as tasks/get returns it
-  cancel ID                  ask the server to cancel the task
-  watch ID...                one line per change (ID status message) until every task has ended
-  queues                     per queue: length, consumer-group lag, pending jobs, consumers (Redis)
-  workers                    live tools (queue, policy, heartbeat) and each queue's consumers (Redis)
-  help                       this text
+/// One subcommand and its options.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run redis (private, unless MCPT_REDIS_URL is set), a gateway and a worker pool
+    Up,
+    /// Call a tool (with --task: as a task, followed to its end)
+    ///
+    /// With --task declare the Tasks extension and follow the task: status lines on stderr,
+    /// input asked on the terminal, the result on stdout (Ctrl-C cancels the task, exit
+    /// 130); --detach prints the task id instead of following it.
+    Call {
+        /// The tool's name
+        tool: String,
+        /// The tool's arguments, a JSON object
+        #[arg(long, value_name = "JSON", default_value = "{}")]
+        args: String,
+        /// Declare the Tasks extension and follow the task the call starts
+        #[arg(long)]
+        task: bool,
+        /// With --task: print the task id instead of following it
+        #[arg(long, requires = "task")]
+        detach: bool,
+        #[command(flatten)]
+        endpoint: Endpoint,
+    },
+    /// Print the task as tasks/get returns it
+    Get {
+        /// The task's id
+        id: String,
+        #[command(flatten)]
+        endpoint: Endpoint,
+    },
+    /// Ask the server to cancel the task
+    Cancel {
+        /// The task's id
+        id: String,
+        #[command(flatten)]
+        endpoint: Endpoint,
+    },
+    /// One line per change (ID status message) until every task has ended
+    Watch {
+        /// The tasks' ids
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+        #[command(flatten)]
+        endpoint: Endpoint,
+    },
+    /// Per queue: length, consumer-group lag, pending jobs, consumers (Redis)
+    Queues {
+        #[command(flatten)]
+        redis: RedisUrl,
+    },
+    /// Live tools (queue, policy, heartbeat) and each queue's consumers (Redis)
+    Workers {
+        #[command(flatten)]
+        redis: RedisUrl,
+    },
+}
 
-options:
-  --url URL                  MCP endpoint (env MCPT_URL, default http://127.0.0.1:8080/mcp)
-  --redis URL                Redis for queues/workers (env MCPT_REDIS_URL, default redis://127.0.0.1:6379)
-  (env MCPT_TOKEN)           bearer token for a gateway with MCPT_AUTH=tokens or jwt
+/// The MCP endpoint option of the subcommands that talk to a gateway.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Endpoint {
+    /// MCP endpoint [env MCPT_URL; default http://127.0.0.1:8080/mcp]
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+}
 
-exit codes: 0 ok, 1 failed (unreachable, JSON-RPC error, failed/cancelled task, tool error),
-            64 usage error, 130 interrupted";
+/// The Redis option of the subcommands that read Redis.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RedisUrl {
+    /// Redis [env MCPT_REDIS_URL; default redis://127.0.0.1:6379]
+    #[arg(long, value_name = "URL")]
+    redis: Option<String>,
+}
+
+/// Parse this process's arguments. `Err` is the exit code after what needed printing was
+/// printed: 0 for `help`, `--help` and `--version` (on stdout), 64 for a usage error (one
+/// line on stderr).
+pub(crate) fn parse() -> Result<Command, ExitCode> {
+    match Cli::try_parse() {
+        Ok(cli) => Ok(cli.command),
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            let _ = e.print();
+            Err(ExitCode::SUCCESS)
+        }
+        Err(e) => Err(Fail::usage(first_line(&e)).exit()),
+    }
+}
+
+/// clap's message as one line: its first paragraph without the `error: ` prefix (the rest
+/// is a tip and the usage, which `help` prints).
+fn first_line(e: &clap::Error) -> String {
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        return "no command given".to_owned();
+    }
+    let text = e.render().to_string();
+    let paragraph: Vec<&str> = text
+        .trim_start()
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let line = paragraph.join(" ");
+    line.strip_prefix("error: ").unwrap_or(&line).to_owned()
+}
 
 /// Why a subcommand stopped: an exit code and the line to print on stderr, if any.
 #[derive(Debug)]
@@ -88,71 +185,6 @@ impl Fail {
     }
 }
 
-/// Parsed command line of one subcommand.
-#[derive(Debug, Default, PartialEq)]
-struct Args {
-    positional: Vec<String>,
-    url: Option<String>,
-    redis: Option<String>,
-    args: Option<String>,
-    task: bool,
-    detach: bool,
-}
-
-/// Parse `rest` (the words after the subcommand) for `command`.
-fn parse(command: &str, rest: &[String]) -> Result<Args, Fail> {
-    let mut out = Args::default();
-    let mut words = rest.iter();
-    while let Some(word) = words.next() {
-        let (flag, inline) = match word.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
-            _ => (word.as_str(), None),
-        };
-        let mut value = |name: &str| {
-            inline
-                .clone()
-                .or_else(|| words.next().cloned())
-                .ok_or_else(|| Fail::usage(format!("{name} needs a value")))
-        };
-        match flag {
-            "--url" if command != "queues" && command != "workers" => {
-                out.url = Some(value("--url")?);
-            }
-            "--redis" if command == "queues" || command == "workers" => {
-                out.redis = Some(value("--redis")?);
-            }
-            "--args" if command == "call" => out.args = Some(value("--args")?),
-            "--task" if command == "call" && inline.is_none() => out.task = true,
-            "--detach" if command == "call" && inline.is_none() => out.detach = true,
-            "--" => out.positional.extend(words.by_ref().cloned()),
-            f if f.starts_with('-') && f.len() > 1 => {
-                return Err(Fail::usage(format!("{command}: unknown option {word}")));
-            }
-            _ => out.positional.push(word.clone()),
-        }
-    }
-    if out.detach && !out.task {
-        return Err(Fail::usage("call: --detach needs --task"));
-    }
-    let n = out.positional.len();
-    let ok = match command {
-        "call" | "get" | "cancel" => n == 1,
-        "watch" => n >= 1,
-        _ => n == 0,
-    };
-    if !ok {
-        let want = match command {
-            "call" => "call TOOL [--args JSON] [--task [--detach]]",
-            "get" => "get ID",
-            "cancel" => "cancel ID",
-            "watch" => "watch ID...",
-            other => other,
-        };
-        return Err(Fail::usage(format!("expected `mcp-tasks {want}`")));
-    }
-    Ok(out)
-}
-
 fn env_or(var: &str, default: &str) -> String {
     std::env::var(var)
         .ok()
@@ -160,91 +192,125 @@ fn env_or(var: &str, default: &str) -> String {
         .unwrap_or_else(|| default.to_owned())
 }
 
-/// Run subcommand `command` (one of [`COMMANDS`]) with the words after it.
-pub(crate) fn run(command: &str, rest: &[String]) -> ExitCode {
-    let outcome = parse(command, rest).and_then(|args| {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| Fail::runtime(format!("cannot start the runtime: {e}")))?;
-        runtime.block_on(execute(command, args))
-    });
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(fail) => {
-            if let Some(line) = fail.line {
-                eprintln!("{line}");
-            }
-            ExitCode::from(fail.code)
+impl Fail {
+    /// Print the line, if any; the exit code.
+    fn exit(self) -> ExitCode {
+        if let Some(line) = self.line {
+            eprintln!("{line}");
         }
+        ExitCode::from(self.code)
     }
 }
 
-async fn execute(command: &str, args: Args) -> Result<(), Fail> {
-    if command == "queues" || command == "workers" {
-        let redis = args
-            .redis
-            .unwrap_or_else(|| env_or(ENV_REDIS, DEFAULT_REDIS));
-        return if command == "queues" {
-            ops::queues(&redis).await
-        } else {
-            ops::workers(&redis).await
-        };
+/// Run `command` (any but `up`) on a runtime of its own.
+pub(crate) fn run(command: Command) -> ExitCode {
+    let outcome = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Fail::runtime(format!("cannot start the runtime: {e}")))
+        .and_then(|runtime| runtime.block_on(execute(command)));
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(fail) => fail.exit(),
     }
-    let url = args.url.unwrap_or_else(|| env_or(ENV_URL, DEFAULT_URL));
-    let client = client::Client::new(&url).map_err(Fail::usage)?;
-    let first = args.positional[0].as_str();
+}
+
+async fn execute(command: Command) -> Result<(), Fail> {
+    let redis = |o: RedisUrl| o.redis.unwrap_or_else(|| env_or(ENV_REDIS, DEFAULT_REDIS));
+    let client = |o: Endpoint| {
+        let url = o.url.unwrap_or_else(|| env_or(ENV_URL, DEFAULT_URL));
+        client::Client::new(&url).map_err(Fail::usage)
+    };
     match command {
-        "call" => {
-            let raw = args.args.as_deref().unwrap_or("{}");
-            let arguments: Value = serde_json::from_str(raw)
+        Command::Up => Err(Fail::usage("`up` runs on its own")),
+        Command::Queues { redis: o } => ops::queues(&redis(o)).await,
+        Command::Workers { redis: o } => ops::workers(&redis(o)).await,
+        Command::Call {
+            tool,
+            args,
+            task,
+            detach,
+            endpoint,
+        } => {
+            let client = client(endpoint)?;
+            let arguments: Value = serde_json::from_str(&args)
                 .map_err(|e| Fail::usage(format!("--args is not JSON: {e}")))?;
             if !arguments.is_object() {
                 return Err(Fail::usage("--args must be a JSON object"));
             }
-            tasks::call(&client, first, arguments, args.task, args.detach).await
+            tasks::call(&client, &tool, arguments, task, detach).await
         }
-        "get" => tasks::get(&client, first).await,
-        "cancel" => tasks::cancel(&client, first).await,
-        _ => tasks::watch(&client, &args.positional).await,
+        Command::Get { id, endpoint } => tasks::get(&client(endpoint)?, &id).await,
+        Command::Cancel { id, endpoint } => tasks::cancel(&client(endpoint)?, &id).await,
+        Command::Watch { ids, endpoint } => tasks::watch(&client(endpoint)?, &ids).await,
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use clap::CommandFactory as _;
+
     use super::*;
 
-    fn words(s: &[&str]) -> Vec<String> {
-        s.iter().map(|w| (*w).to_owned()).collect()
+    fn parse(words: &[&str]) -> Result<Command, clap::Error> {
+        Cli::try_parse_from(std::iter::once("mcp-tasks").chain(words.iter().copied()))
+            .map(|c| c.command)
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
     }
 
     #[test]
     fn call_takes_a_tool_args_and_task() {
-        let a = parse(
+        let call = parse(&[
             "call",
-            &words(&["sleep", "--args", "{}", "--task", "--url=http://h/mcp"]),
-        )
-        .expect("parses");
-        assert_eq!(a.positional, ["sleep"]);
-        assert_eq!(a.args.as_deref(), Some("{}"));
-        assert!(a.task);
-        assert_eq!(a.url.as_deref(), Some("http://h/mcp"));
+            "sleep",
+            "--args",
+            "{}",
+            "--task",
+            "--url=http://h/mcp",
+        ]);
+        let Ok(Command::Call {
+            tool,
+            args,
+            task,
+            detach,
+            endpoint,
+        }) = call
+        else {
+            panic!("parses as call: {call:?}");
+        };
+        assert_eq!(
+            (tool.as_str(), args.as_str(), task, detach),
+            ("sleep", "{}", true, false)
+        );
+        assert_eq!(endpoint.url.as_deref(), Some("http://h/mcp"));
     }
 
     #[test]
-    fn usage_errors_exit_64() {
-        for (cmd, w) in [
-            ("call", &[][..]),
-            ("call", &["a", "b"]),
-            ("get", &[]),
-            ("watch", &[]),
-            ("queues", &["x"]),
-            ("queues", &["--url", "u"]),
-            ("get", &["x", "--args"]),
-            ("cancel", &["x", "--bogus"]),
+    fn usage_errors_are_refused_with_one_line() {
+        for words in [
+            &["call"][..],
+            &["call", "a", "b"],
+            &["call", "a", "--detach"],
+            &["call", "a", "--task=yes"],
+            &["get"],
+            &["watch"],
+            &["queues", "x"],
+            &["queues", "--url", "u"],
+            &["get", "x", "--args"],
+            &["cancel", "x", "--bogus"],
+            &[],
         ] {
-            let err = parse(cmd, &words(w)).expect_err("usage error");
-            assert_eq!(err.code, 64, "{cmd} {w:?}");
+            let err = parse(words).expect_err("usage error");
+            assert!(err.use_stderr(), "{words:?}");
+            let line = first_line(&err);
+            assert!(
+                !line.is_empty() && !line.contains('\n'),
+                "{words:?}: {line}"
+            );
         }
     }
 }
