@@ -7,7 +7,7 @@ use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{JobReader, Store, StoreError, StoreResult, flat_strings, keys};
+use crate::{JobReader, Store, StoreResult, keys, replies};
 
 /// The stream entry a worker runs: everything the handler needs besides the task hash.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -146,7 +146,7 @@ impl Store {
         max_deliveries: u32,
     ) -> StoreResult<Start> {
         let mut con = self.con.clone();
-        let reply = flat_strings(
+        replies::read(
             self.scripts
                 .start
                 .key(self.layout.task_key(&d.task_id, &d.owner))
@@ -160,17 +160,7 @@ impl Store {
                 .arg(mcp_tasks_protocol::time::now_millis())
                 .invoke_async(&mut con)
                 .await?,
-        )?;
-        match reply.as_slice() {
-            [run, fence, deadline] if run == "run" => Ok(Start::Run {
-                fence: fence
-                    .parse()
-                    .map_err(|_| StoreError::Corrupt(format!("fence {fence}")))?,
-                deadline_ms: deadline.parse().ok(),
-            }),
-            [skip, why] if skip == "skip" => Ok(Start::Skip(why.clone())),
-            other => Err(StoreError::Corrupt(format!("start: {other:?}"))),
-        }
+        )
     }
 
     /// Set the status message of a running task.
@@ -186,7 +176,7 @@ impl Store {
         message: &str,
     ) -> StoreResult<Write> {
         let mut con = self.con.clone();
-        let reply = flat_strings(
+        replies::read(
             self.scripts
                 .status
                 .key(self.layout.task_key(id, owner))
@@ -195,8 +185,7 @@ impl Store {
                 .arg(message)
                 .invoke_async(&mut con)
                 .await?,
-        )?;
-        write_outcome(&reply)
+        )
     }
 
     /// Ask for input under `requests` (key, request JSON).
@@ -217,17 +206,7 @@ impl Store {
             inv.arg(key).arg(req);
         }
         let mut con = self.con.clone();
-        let reply = flat_strings(inv.invoke_async(&mut con).await?)?;
-        match reply.first().map(String::as_str) {
-            Some("answered") => {
-                let mut it = reply.into_iter().skip(1);
-                Ok(Ask::Answered(
-                    std::iter::from_fn(|| Some((it.next()?, it.next()?))).collect(),
-                ))
-            }
-            Some("waiting") => Ok(Ask::Waiting),
-            _ => write_outcome(&reply).map(Ask::Refused),
-        }
+        replies::read(inv.invoke_async(&mut con).await?)
     }
 
     /// End a task and acknowledge its job.
@@ -259,7 +238,7 @@ impl Store {
             .arg(message)
             .arg(mcp_tasks_protocol::time::now_millis());
         let (reply, _) = self.acknowledged(&script, "finish").await?;
-        write_outcome(&flat_strings(reply)?)
+        replies::read(reply)
     }
 
     /// Acknowledge and delete a job that needs no more work (its task is terminal or gone).
@@ -403,16 +382,6 @@ impl Store {
             .map(|entry| delivery(queue, stream, entry, false))
             .collect();
         Ok((deliveries, reply.next_stream_id))
-    }
-}
-
-fn write_outcome(reply: &[String]) -> StoreResult<Write> {
-    match reply.first().map(String::as_str) {
-        Some("ok") => Ok(Write::Ok),
-        Some("gone") => Ok(Write::Gone),
-        Some("terminal") => Ok(Write::Terminal),
-        Some("fenced") => Ok(Write::Fenced),
-        _ => Err(StoreError::Corrupt(format!("write: {reply:?}"))),
     }
 }
 

@@ -23,7 +23,8 @@
 //! cancel), `jobs` (what workers do to the tasks they run), `sessions` (2025 sessions),
 //! `listeners` (open-stream slots), `queues` (depth, consumers), [`registry`] (tool
 //! adverts), [`events`] (pub/sub fan-out), `reader` (blocking job reads); [`keys`] spells
-//! every key, `scripts` loads every Lua script, `target` reads `MCPT_REDIS_URL`.
+//! every key, `scripts` loads every Lua script and `replies` reads their answers into types,
+//! `target` reads `MCPT_REDIS_URL`.
 
 #![warn(missing_docs)]
 // The one crate allowed to build Redis commands and scripts (clippy.toml steers every
@@ -40,6 +41,7 @@ mod reader;
 pub mod record;
 pub mod registry;
 mod replication;
+mod replies;
 mod scripts;
 mod sentinel;
 mod sessions;
@@ -213,14 +215,6 @@ impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").finish_non_exhaustive()
     }
-}
-
-fn flat_strings(v: Vec<redis::Value>) -> StoreResult<Vec<String>> {
-    v.into_iter()
-        .map(|x| {
-            redis::from_redis_value::<String>(x).map_err(|e| StoreError::Corrupt(e.to_string()))
-        })
-        .collect()
 }
 
 impl Store {

@@ -3,10 +3,8 @@
 
 use redis::AsyncCommands;
 
-use crate::{
-    EXPIRED_RETENTION_MS, Job, Store, StoreError, StoreResult, TaskRecord, flat_strings, keys,
-    observe,
-};
+use crate::replies::{self, Cancelled, Counted};
+use crate::{EXPIRED_RETENTION_MS, Job, Store, StoreError, StoreResult, TaskRecord, keys, observe};
 
 /// What the gateway stores for a new task and its job.
 #[derive(Debug, Clone)]
@@ -99,7 +97,7 @@ impl Store {
             .arg(t.limits.per_minute)
             .arg(t.limits.active);
         let (reply, confirmed) = self.acknowledged(&script, "create").await?;
-        let created = created(flat_strings(reply)?)?;
+        let created: Created = replies::read(reply)?;
         if matches!(created, Created::At(_)) && !confirmed {
             // Not durable, so not handed out: cancel it (on the shared connection, no second
             // wait) so it does not run unasked, and let the caller retry.
@@ -135,9 +133,8 @@ impl Store {
                 .arg(t.limits.active)
                 .invoke_async(&mut con)
                 .await?;
-            let reply = flat_strings(reply)?;
-            if reply.first().is_some_and(|s| s == "limit") {
-                return created(reply);
+            if let Counted::Refused(limited) = replies::read(reply)? {
+                return Ok(limited);
             }
         }
         let reply: redis::RedisResult<Vec<redis::Value>> = self
@@ -158,7 +155,7 @@ impl Store {
             .invoke_async(&mut con)
             .await;
         match reply {
-            Ok(reply) => created(flat_strings(reply)?),
+            Ok(reply) => replies::read(reply),
             Err(e) => {
                 if limited {
                     // Not created: give the counts back, so a failure is not a creation.
@@ -285,16 +282,7 @@ impl Store {
             inv.arg(key).arg(*mask).arg(json);
         }
         let (reply, _) = self.acknowledged(&inv, "answer").await?;
-        let reply = flat_strings(reply)?;
-        match reply.as_slice() {
-            [ok] if ok == "ok" => Ok(Answer::Ok),
-            [nf] if nf == "notfound" => Ok(Answer::NotFound),
-            [inv, key, method] if inv == "invalid" => Ok(Answer::Invalid {
-                key: key.clone(),
-                method: method.clone(),
-            }),
-            other => Err(StoreError::Corrupt(format!("answer: {other:?}"))),
-        }
+        replies::read(reply)
     }
 
     /// `tasks/cancel` for `owner`; `false` when there is no such task for that owner.
@@ -328,27 +316,11 @@ impl Store {
         } else {
             inv.invoke_async(&mut con).await?
         };
-        let reply = flat_strings(reply)?;
-        let found = reply.first().is_some_and(|s| s == "ok");
-        if let Some(tool) = reply.get(1) {
+        let cancelled: Cancelled = replies::read(reply)?;
+        if let Some(tool) = &cancelled.unrun_tool {
             // Ended here, not by a worker: counted here.
             observe::report(observe::Observed::CancelledUnrun { tool });
         }
-        Ok(found)
-    }
-}
-
-/// The create script's reply (or the limits script's refusal).
-fn created(reply: Vec<String>) -> StoreResult<Created> {
-    match reply.as_slice() {
-        [limit, which] if limit == "limit" => Ok(Created::Limited(match which.as_str() {
-            "rate" => Limit::PerMinute,
-            _ => Limit::Active,
-        })),
-        [at] => at
-            .parse()
-            .map(Created::At)
-            .map_err(|_| StoreError::Corrupt(format!("create returned {at:?}"))),
-        other => Err(StoreError::Corrupt(format!("create returned {other:?}"))),
+        Ok(cancelled.found)
     }
 }
