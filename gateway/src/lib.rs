@@ -154,7 +154,10 @@ pub async fn run(
         let requests = slot.clone();
         let service = hyper::service::service_fn(move |req| {
             let busy = requests.begin();
-            let served = http::serve(state.clone(), req);
+            // Boxed: hyper keeps one allocation the size of this future for the whole life
+            // of an HTTP/1 connection, and the pipeline's future is kilobytes; an idle
+            // listener's connection would hold all of it.
+            let served = Box::pin(http::serve(state.clone(), req));
             async move {
                 let res = served.await?;
                 Ok::<_, std::convert::Infallible>(res.map(|body| conn::Tracked::new(body, busy)))
