@@ -303,14 +303,19 @@ impl TaskContext {
         }
         let keys: Vec<String> = requests.into_iter().map(|(k, _)| k).collect();
         let fence = i.fence.get(&i.stop).await?;
-        match persist(&i.stop, || {
-            i.store.ask(&i.task_id, &i.owner, fence, &encoded)
-        })
-        .await?
-        {
-            Ask::Answered(list) => return Ok(decode_answers(list)),
-            Ask::Refused(_) => return Err(ToolError::Stopped),
-            Ask::Waiting => {}
+        let ask = || async {
+            match persist(&i.stop, || {
+                i.store.ask(&i.task_id, &i.owner, fence, &encoded)
+            })
+            .await?
+            {
+                Ask::Answered(list) => Ok(Some(decode_answers(list))),
+                Ask::Refused(_) => Err(ToolError::Stopped),
+                Ask::Waiting => Ok(None),
+            }
+        };
+        if let Some(answers) = ask().await? {
+            return Ok(answers);
         }
         // Parked: give the concurrency slot back while the client thinks (ARCHITECTURE.md).
         let permit = i.permit.lock().ok().and_then(|mut p| p.take());
@@ -318,16 +323,42 @@ impl TaskContext {
         let _parked = Parked::set(&i.parked, &i.queue);
         let mut latest = i.latest.clone();
         let answers = loop {
-            if let Some(rec) = latest.borrow_and_update().as_ref() {
-                if rec.is_terminal() {
-                    return Err(ToolError::Stopped);
-                }
-                if keys.iter().all(|k| rec.answers.contains_key(k)) {
-                    break keys
-                        .iter()
+            /// What the latest state says.
+            enum Seen {
+                Nothing,
+                Ended,
+                Answered(Vec<(String, String)>),
+                Lost,
+            }
+            let seen = match latest.borrow_and_update().as_ref() {
+                None => Seen::Nothing,
+                Some(rec) if rec.is_terminal() => Seen::Ended,
+                Some(rec) if keys.iter().all(|k| rec.answers.contains_key(k)) => Seen::Answered(
+                    keys.iter()
                         .map(|k| (k.clone(), rec.answers[k].clone()))
-                        .collect::<Vec<_>>();
+                        .collect(),
+                ),
+                // A question the store holds neither asked nor answered was lost (a Redis
+                // failover to a replica without it) or this state predates it.
+                Some(rec)
+                    if keys
+                        .iter()
+                        .any(|k| !rec.inputs.contains_key(k) && !rec.answers.contains_key(k)) =>
+                {
+                    Seen::Lost
                 }
+                Some(_) => Seen::Nothing,
+            };
+            match seen {
+                Seen::Ended => return Err(ToolError::Stopped),
+                Seen::Answered(list) => break decode_answers(list),
+                // Ask again: the same keys and requests again are no change.
+                Seen::Lost => {
+                    if let Some(answers) = ask().await? {
+                        break answers;
+                    }
+                }
+                Seen::Nothing => {}
             }
             tokio::select! {
                 changed = latest.changed() => if changed.is_err() { return Err(ToolError::Stopped) },
@@ -344,7 +375,7 @@ impl TaskContext {
         if let Ok(mut slot) = i.permit.lock() {
             *slot = Some(permit);
         }
-        Ok(decode_answers(answers))
+        Ok(answers)
     }
 
     /// Resolves when the client cancelled the task; the runner stops the handler right after.

@@ -394,7 +394,7 @@ async fn monitor(
         if resync {
             resync = false;
             match store.get_task(watch.task_id(), &owner).await {
-                Ok(Some(rec)) => observe(rec, fence, &latest, &stop),
+                Ok(Some(rec)) => observe(rec, fence, &latest, &stop, true),
                 Ok(None) => {
                     latest.send_replace(None);
                     stop.cancel();
@@ -406,9 +406,13 @@ async fn monitor(
             }
         }
         match tokio::time::timeout(RECHECK_EVERY, watch.recv()).await {
-            Ok(Some(TaskEvent::Changed(rec))) => {
-                observe(std::sync::Arc::unwrap_or_clone(rec), fence, &latest, &stop)
-            }
+            Ok(Some(TaskEvent::Changed(rec))) => observe(
+                std::sync::Arc::unwrap_or_clone(rec),
+                fence,
+                &latest,
+                &stop,
+                false,
+            ),
             // After a reconnect, or every RECHECK_EVERY: expiry publishes nothing.
             Ok(Some(TaskEvent::Resync)) | Err(_) => resync = true,
             Ok(None) => return,
@@ -416,18 +420,28 @@ async fn monitor(
     }
 }
 
+/// Take `rec` as the task's latest state if it is not older than the one held. A re-read
+/// (`reread`) is the store's word and is taken even when older: the versions went back
+/// because Redis lost writes (a failover to a replica that had not received them), and
+/// events from the new primary count up from its version, not ours.
 fn observe(
     rec: TaskRecord,
     fence: u64,
     latest: &watch::Sender<Option<TaskRecord>>,
     stop: &CancellationToken,
+    reread: bool,
 ) {
-    let newer = latest
-        .borrow()
-        .as_ref()
-        .is_none_or(|cur| rec.version >= cur.version);
-    if !newer {
-        return;
+    let held = latest.borrow().as_ref().map(|cur| cur.version);
+    if let Some(held) = held.filter(|held| rec.version < *held) {
+        if !reread {
+            return;
+        }
+        tracing::warn!(
+            task.id = %rec.id,
+            held,
+            stored = rec.version,
+            "the task's stored state is older than one already seen (writes lost in a Redis failover?); going on from the stored one"
+        );
     }
     let halt = rec.is_terminal() || rec.cancel_requested || rec.fence > fence;
     latest.send_replace(Some(rec));
