@@ -143,6 +143,22 @@ impl RedisServer {
         }
     }
 
+    /// Stop (`SIGSTOP`) or continue (`SIGCONT`) the server: a stopped replica reads nothing,
+    /// so it falls behind its primary as a slow or distant one would.
+    pub fn set_stopped(&self, stopped: bool) -> Result<()> {
+        let pid = self
+            .child
+            .as_ref()
+            .context("the server is not running")?
+            .id();
+        let signal = if stopped { "-STOP" } else { "-CONT" };
+        let status = std::process::Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()?;
+        anyhow::ensure!(status.success(), "kill {signal} {pid}: {status}");
+        Ok(())
+    }
+
     /// Kill and start again on the same port (data is kept only when durable).
     pub fn restart(&mut self) -> Result<()> {
         self.kill();
