@@ -133,6 +133,12 @@ pub(crate) struct Args {
     /// Compare runs with N=1 and N=3 for scaling.
     #[arg(long, value_name = "N", value_parser = cli::between(1usize, 16), verbatim_doc_comment)]
     pub(crate) redis_cluster: Option<usize>,
+    /// start N replicas of the Redis and run with MCPT_REDIS_WAIT_REPLICAS=N
+    /// (every acknowledged change waits for them); compare with 0 for what
+    /// WAIT costs per task. Not with --redis-cluster or --url
+    #[arg(long, value_name = "N", default_value_t = 0, verbatim_doc_comment,
+          value_parser = cli::between(0usize, 4))]
+    pub(crate) wait_replicas: usize,
     /// MCPT_QUEUE_SHARDS with --redis-cluster
     #[arg(long, value_name = "S", default_value = "16", value_parser = cli::between(1u16, 1024))]
     pub(crate) queue_shards: u16,
@@ -187,6 +193,12 @@ impl Args {
         if self.url.is_some() && self.redis_cluster.is_some() {
             return Err("--redis-cluster starts its own stack; it does not go with --url".into());
         }
+        if self.wait_replicas > 0 && (self.url.is_some() || self.redis_cluster.is_some()) {
+            return Err(
+                "--wait-replicas starts replicas of the bench's own Redis; not with --url or --redis-cluster"
+                    .into(),
+            );
+        }
         Ok(())
     }
 }
@@ -206,4 +218,36 @@ pub(crate) fn parse_url(url: &str) -> Result<(SocketAddr, String)> {
         .next()
         .ok_or_else(|| anyhow!("--url: {hostport:?} resolves to nothing"))?;
     Ok((addr, path))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::Args;
+
+    fn args(words: &[&str]) -> Result<Args, String> {
+        let a = Args::try_parse_from(std::iter::once("bench").chain(words.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        a.check()?;
+        Ok(a)
+    }
+
+    #[test]
+    fn wait_replicas_is_for_the_bench_s_own_redis_only() {
+        assert_eq!(
+            args(&["--wait-replicas", "1"]).map(|a| a.wait_replicas),
+            Ok(1)
+        );
+        assert!(args(&["--wait-replicas", "5"]).is_err());
+        assert!(args(&["--wait-replicas", "1", "--redis-cluster", "3"]).is_err());
+        let url = [
+            "--url",
+            "http://127.0.0.1:1/mcp",
+            "--redis",
+            "redis://127.0.0.1:2",
+        ];
+        assert!(args(&url).is_ok());
+        assert!(args(&[&url[..], &["--wait-replicas", "1"]].concat()).is_err());
+    }
 }

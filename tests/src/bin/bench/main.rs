@@ -59,6 +59,12 @@ async fn run(args: Args) -> Result<()> {
     if !env.own {
         notes.push("server CPU: only Redis (INFO cpu), since --url drives a stack whose gateway and worker processes are not ours".into());
     }
+    if args.wait_replicas > 0 {
+        notes.push(format!(
+            "MCPT_REDIS_WAIT_REPLICAS={0} with {0} replica(s): every create, answer, cancel and finish waits for them (WAIT counts among the Redis commands)",
+            args.wait_replicas
+        ));
+    }
     let cluster = args.redis_cluster;
     if let Some(n) = cluster {
         notes.push(format!(

@@ -307,6 +307,7 @@ pub(crate) fn write(
             "url": format!("http://{}{}", stack.addr, stack.path),
             "redis": stack.redis_url,
             "redis_cluster_masters": args.redis_cluster,
+            "wait_replicas": args.wait_replicas,
             "queue_shards": stack.shards,
             "worker_concurrency": if env.own { json!(args.worker_concurrency) } else { Value::Null },
         },

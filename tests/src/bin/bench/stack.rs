@@ -23,6 +23,7 @@ pub(crate) const QUEUE: &str = "default";
 pub(crate) struct Stack {
     pub(crate) gateway: Option<Gateway>,
     pub(crate) worker: Option<Worker>,
+    pub(crate) _replicas: Vec<RedisServer>,
     pub(crate) _redis: Option<RedisServer>,
     pub(crate) _cluster: Option<RedisCluster>,
     pub(crate) addr: SocketAddr,
@@ -42,6 +43,7 @@ impl Stack {
             return Ok(Stack {
                 gateway: None,
                 worker: None,
+                _replicas: Vec::new(),
                 _redis: None,
                 _cluster: None,
                 addr,
@@ -63,12 +65,35 @@ impl Stack {
                 (Some(redis), None, url.clone(), url, 1)
             }
         };
-        let limits_off = [
+        let mut limits_off = vec![
             ("MCPT_LIMIT_TASKS_PER_MINUTE", "0".to_owned()),
             ("MCPT_LIMIT_ACTIVE_TASKS", "0".to_owned()),
             ("MCPT_LIMIT_LISTENERS", "0".to_owned()),
             ("MCPT_QUEUE_SHARDS", shards.to_string()),
         ];
+        // --wait-replicas: replicas of the one Redis, synced before the run, and every
+        // acknowledged change waiting for them (MCPT_REDIS_WAIT_REPLICAS).
+        let mut replicas = Vec::new();
+        if let (Some(primary), n @ 1..) = (&redis, a.wait_replicas) {
+            for _ in 0..n {
+                replicas
+                    .push(RedisServer::start_replica_of(primary).context("starting a replica")?);
+            }
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while primary
+                .cli(&["INFO", "replication"])?
+                .matches("state=online")
+                .count()
+                < n
+            {
+                anyhow::ensure!(
+                    std::time::Instant::now() < deadline,
+                    "the replicas did not sync within 30 s"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            limits_off.push(("MCPT_REDIS_WAIT_REPLICAS", n.to_string()));
+        }
         let mut wenv = vec![
             ("MCPT_TOOLS", "demo".to_owned()),
             ("MCPT_CONCURRENCY", a.worker_concurrency.to_string()),
@@ -81,6 +106,7 @@ impl Stack {
             path: "/mcp".into(),
             gateway: Some(gateway),
             worker: Some(worker),
+            _replicas: replicas,
             _redis: redis,
             _cluster: cluster,
             redis_url: url,
