@@ -9,6 +9,22 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::{free_port, temp_dir};
 
+/// How a start that lost its port to another process says so.
+const PORT_TAKEN: &str = "the port may have been taken";
+
+/// Whether a Redis answers `PING` on `port` (not just anything listening there).
+fn answers_ping(port: u16) -> bool {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut con) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = con.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut reply = [0u8; 7];
+    con.write_all(b"PING\r\n").is_ok()
+        && con.read_exact(&mut reply).is_ok()
+        && (&reply == b"+PONG\r\n" || reply.starts_with(b"-LOADIN"))
+}
+
 /// A private redis-server on a free port. Killed on drop.
 pub struct RedisServer {
     port: u16,
@@ -45,7 +61,7 @@ impl RedisServer {
                 primary.port.to_string(),
             ],
         };
-        server.spawn()?;
+        server.spawn_on_a_free_port()?;
         Ok(server)
     }
 
@@ -57,8 +73,23 @@ impl RedisServer {
             durable,
             extra: Vec::new(),
         };
-        server.spawn()?;
+        server.spawn_on_a_free_port()?;
         Ok(server)
+    }
+
+    /// [`RedisServer::spawn`], on another free port when the one picked was taken between
+    /// [`free_port`] and redis-server's bind (another process of a parallel test bound it).
+    fn spawn_on_a_free_port(&mut self) -> Result<()> {
+        let mut tries = 0;
+        loop {
+            match self.spawn() {
+                Err(e) if tries < 4 && e.to_string().contains(PORT_TAKEN) => {
+                    tries += 1;
+                    self.port = free_port()?;
+                }
+                other => return other,
+            }
+        }
     }
 
     fn spawn(&mut self) -> Result<()> {
@@ -90,7 +121,20 @@ impl RedisServer {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            // Listening is not enough: the port may be another process's, with this
+            // redis-server gone after failing to bind it.
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                self.child = None;
+                bail!(
+                    "redis-server on {} exited at start ({status}): {PORT_TAKEN}",
+                    self.port
+                );
+            }
+            if answers_ping(self.port) {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -318,5 +362,29 @@ impl Drop for RedisCluster {
             let _ = c.wait();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A port another process holds is not taken for our Redis: the start moves on to a
+    /// free one and the server answers there.
+    #[test]
+    fn a_port_taken_before_redis_binds_it_is_replaced() -> Result<()> {
+        let squatter = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let taken = squatter.local_addr()?.port();
+        let mut server = RedisServer {
+            port: taken,
+            dir: temp_dir("mcpt-redis")?,
+            child: None,
+            durable: false,
+            extra: Vec::new(),
+        };
+        server.spawn_on_a_free_port()?;
+        assert_ne!(server.port(), taken);
+        assert!(answers_ping(server.port()));
+        Ok(())
     }
 }
