@@ -101,15 +101,19 @@ impl FromRedisValue for Answer {
 
 impl FromRedisValue for Created {
     fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
-        let items = strings(v)?;
-        match items.as_slice() {
-            [case, which] if case == "limit" => Ok(Created::Limited(match which.as_str() {
-                "rate" => Limit::PerMinute,
-                _ => Limit::Active,
-            })),
-            [at] => number("create", at).map(Created::At),
-            _ => Err(unexpected("create", &items)),
-        }
+        created(&strings(v)?)
+    }
+}
+
+/// The create script's items (or the limits script's refusal).
+fn created(items: &[String]) -> Result<Created, ParsingError> {
+    match items {
+        [case, which] if case == "limit" => Ok(Created::Limited(match which.as_str() {
+            "rate" => Limit::PerMinute,
+            _ => Limit::Active,
+        })),
+        [at] => number("create", at).map(Created::At),
+        _ => Err(unexpected("create", items)),
     }
 }
 
@@ -123,9 +127,9 @@ pub(crate) enum Counted {
 
 impl FromRedisValue for Counted {
     fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
-        let items = strings(v.clone())?;
+        let items = strings(v)?;
         if items.first().is_some_and(|s| s == "limit") {
-            Created::from_redis_value(v).map(Counted::Refused)
+            created(&items).map(Counted::Refused)
         } else {
             Ok(Counted::Yes)
         }

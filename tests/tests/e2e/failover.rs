@@ -85,6 +85,20 @@ struct Outcome {
     window: Duration,
 }
 
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} acknowledged, {} lost, {} wrong, {} creates refused, first create {:.1} s after the kill",
+            self.acked,
+            self.lost.len(),
+            self.wrong.len(),
+            self.refused,
+            self.window.as_secs_f64()
+        )
+    }
+}
+
 /// Answers a create (or cancel) attempt got: a result, or a JSON-RPC error (with its body),
 /// within 15 s. Anything else fails the run.
 async fn answered(
@@ -364,14 +378,7 @@ async fn settle(client: &Client, task: &Acked, deadline: Instant) -> Result<Sett
 #[tokio::test]
 async fn with_wait_no_acknowledged_task_is_lost_when_the_primary_dies() -> Result<()> {
     let o = run(true).await?;
-    eprintln!(
-        "failover with WAIT: {} acknowledged, {} lost, {} wrong, {} creates refused, first create {:.1} s after the kill",
-        o.acked,
-        o.lost.len(),
-        o.wrong.len(),
-        o.refused,
-        o.window.as_secs_f64()
-    );
+    eprintln!("failover with WAIT: {o}");
     ensure!(o.lost.is_empty(), "acknowledged tasks lost: {:?}", o.lost);
     ensure!(
         o.wrong.is_empty(),
@@ -385,16 +392,9 @@ async fn with_wait_no_acknowledged_task_is_lost_when_the_primary_dies() -> Resul
 #[tokio::test]
 async fn without_wait_the_failover_is_followed_and_losses_are_counted() -> Result<()> {
     let o = run(false).await?;
-    eprintln!(
-        "failover without WAIT: {} acknowledged, {} lost, {} wrong, {} creates refused, first create {:.1} s after the kill",
-        o.acked,
-        o.lost.len(),
-        o.wrong.len(),
-        o.refused,
-        o.window.as_secs_f64()
-    );
-    // Only a task the promotion lost may end wrongly (a lost write of its answer, its
-    // cancel or its finish makes it run again or wait again); the rest are right.
+    eprintln!("failover without WAIT: {o}");
+    // Losses are reported, not asserted: without WAIT they depend on how far the
+    // replicas lagged. The run itself asserted answers during the switch and recovery.
     ensure!(o.acked >= BEFORE_KILL + AFTER_FAILOVER, "{o:?}");
     Ok(())
 }
