@@ -93,7 +93,7 @@ pub async fn run(
         .map_err(GatewayError::Auth)?;
     let store = Store::connect_sharded(&config.redis_url, config.queue_shards)
         .await?
-        .with_replication(config.replication);
+        .with_replication(config.replication)?;
     store.warn_if_evicting().await;
     let hub_stop = CancellationToken::new();
     let state = Arc::new(State {

@@ -96,7 +96,7 @@ pub async fn run_with_admin(
 ) -> Result<(), WorkerError> {
     let store = Store::connect_sharded(&config.redis_url, config.queue_shards)
         .await?
-        .with_replication(config.replication);
+        .with_replication(config.replication)?;
     let admin_stop = CancellationToken::new();
     let _admin_stop = admin_stop.clone().drop_guard();
     if let Some(listener) = admin {

@@ -134,7 +134,7 @@ impl GatewayConfig {
         let redis_url = redis_url(src)?;
         Ok(GatewayConfig {
             queue_shards: queue_shards(src, &redis_url)?,
-            replication: replication(src, &redis_url)?,
+            replication: replication(src)?,
             redis_url,
             listen_addr: parsed(
                 src,

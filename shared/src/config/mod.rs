@@ -185,7 +185,7 @@ mod tests {
     }
 
     #[test]
-    fn waiting_for_replicas_is_for_one_redis_or_sentinel() {
+    fn waiting_for_replicas_is_configured_and_bounded() {
         let off = GatewayConfig::from_source(&HashMap::new()).unwrap();
         assert_eq!(off.replication.replicas, 0);
         assert_eq!(off.replication.timeout, DEFAULT_REDIS_WAIT_TIMEOUT);
@@ -215,13 +215,17 @@ mod tests {
                 "{bad}"
             );
         }
+        // In a cluster too: each change waits for the replicas of its shard's primary.
         let src = HashMap::from([
             (ENV_REDIS_URL, "redis+cluster://a:1,b:2"),
             (ENV_REDIS_WAIT_REPLICAS, "1"),
         ]);
         assert_eq!(
-            GatewayConfig::from_source(&src).unwrap_err().var,
-            ENV_REDIS_WAIT_REPLICAS
+            GatewayConfig::from_source(&src)
+                .unwrap()
+                .replication
+                .replicas,
+            1
         );
     }
 

@@ -39,8 +39,9 @@ pub(crate) fn redis_url(src: &dyn Source) -> Result<String, ConfigError> {
     )
 }
 
-/// `MCPT_REDIS_WAIT_REPLICAS` and `MCPT_REDIS_WAIT_TIMEOUT` for the Redis at `url`.
-pub(crate) fn replication(src: &dyn Source, url: &str) -> Result<Replication, ConfigError> {
+/// `MCPT_REDIS_WAIT_REPLICAS` and `MCPT_REDIS_WAIT_TIMEOUT` (in a Redis Cluster, replicas
+/// of the primary that holds the change).
+pub(crate) fn replication(src: &dyn Source) -> Result<Replication, ConfigError> {
     let replicas = parsed(
         src,
         ENV_REDIS_WAIT_REPLICAS,
@@ -48,13 +49,6 @@ pub(crate) fn replication(src: &dyn Source, url: &str) -> Result<Replication, Co
         "a number of replicas from 0 to 16",
         |s| s.parse().ok().filter(|n| *n <= 16),
     )?;
-    if replicas > 0 && matches!(RedisTarget::parse(url), Some(RedisTarget::Cluster(_))) {
-        return Err(ConfigError {
-            var: ENV_REDIS_WAIT_REPLICAS,
-            value: replicas.to_string(),
-            expected: "0 with a Redis Cluster (waiting for replicas is supported with one Redis or Sentinel only, for now)",
-        });
-    }
     let timeout = parsed(
         src,
         ENV_REDIS_WAIT_TIMEOUT,

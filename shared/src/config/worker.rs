@@ -111,7 +111,7 @@ impl WorkerConfig {
         let redis_url = redis_url(src)?;
         Ok(WorkerConfig {
             queue_shards: queue_shards(src, &redis_url)?,
-            replication: replication(src, &redis_url)?,
+            replication: replication(src)?,
             redis_url,
             concurrency: parsed(
                 src,

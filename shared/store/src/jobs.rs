@@ -222,10 +222,8 @@ impl Store {
             }
             Finish::Cancelled => ("cancelled", "", "", "Cancelled by request"),
         };
-        let mut script = self
-            .scripts
-            .finish
-            .key(self.layout.task_key(&d.task_id, &d.owner));
+        let key = self.layout.task_key(&d.task_id, &d.owner);
+        let mut script = self.scripts.finish.key(&key);
         script
             .key(&d.stream)
             .arg(self.layout.events_channel(&d.task_id))
@@ -237,7 +235,7 @@ impl Store {
             .arg(payload)
             .arg(message)
             .arg(mcp_tasks_protocol::time::now_millis());
-        let (reply, _) = self.acknowledged(&script, "finish").await?;
+        let (reply, _) = self.acknowledged(&script, &key, "finish").await?;
         replies::read(reply)
     }
 

@@ -190,6 +190,15 @@ pub(crate) enum Backend {
 }
 
 impl Backend {
+    /// Promotions announced so far (Sentinel; always 0 otherwise): a connection made
+    /// when this was lower may lead to a former primary.
+    pub(crate) fn switches(&self) -> u64 {
+        match self {
+            Backend::Sentinel(primary) => primary.switches(),
+            Backend::Single(_) | Backend::Cluster { .. } => 0,
+        }
+    }
+
     /// A client of the one Redis to connect to now; `None` for a cluster.
     pub(crate) async fn single(&self) -> Option<redis::RedisResult<redis::Client>> {
         match self {
@@ -246,6 +255,7 @@ impl Store {
         match RedisTarget::parse(url).ok_or_else(bad)? {
             RedisTarget::Sentinel(target) => {
                 let primary = sentinel::Primary::new(&target)?;
+                primary.watch_switches();
                 let con = sentinel::FollowingCon::connect(primary.clone(), config).await?;
                 Ok(Store {
                     backend: Backend::Sentinel(primary),
@@ -288,26 +298,28 @@ impl Store {
     }
 
     /// Make every change a client is told about wait for `replication.replicas` replicas
-    /// (see `replication.rs` for what a timeout means). One Redis or Sentinel only: in a
-    /// cluster this logs a warning and changes nothing (the configuration refuses it first).
-    #[must_use]
-    pub fn with_replication(mut self, replication: Replication) -> Store {
-        if replication.replicas == 0 {
-            self.acked = None;
-        } else if self.layout.is_cluster() {
-            tracing::warn!("waiting for replicas is not supported in Redis Cluster mode");
+    /// (see `replication.rs` for what a timeout means); in a cluster, replicas of the
+    /// primary that holds the change.
+    ///
+    /// # Errors
+    /// The cluster's seed nodes do not make a client.
+    pub fn with_replication(mut self, replication: Replication) -> StoreResult<Store> {
+        self.acked = if replication.replicas == 0 {
+            None
         } else {
-            self.acked = Some(replication::Acked::new(self.backend.clone(), replication));
-        }
-        self
+            Some(replication::Acked::new(self.backend.clone(), replication)?)
+        };
+        Ok(self)
     }
 
-    /// Run `script` as a change a client is told about: on the shared connection, or (when
-    /// waiting for replicas) on a connection of its own followed by `WAIT`. Returns the
-    /// reply and whether enough replicas confirmed it (always `true` without waiting).
+    /// Run `script` (whose keys share `key`'s slot) as a change a client is told about: on
+    /// the shared connection, or (when waiting for replicas) on a connection of its own
+    /// followed by `WAIT`. Returns the reply and whether enough replicas confirmed it
+    /// (always `true` without waiting).
     pub(crate) async fn acknowledged(
         &self,
         script: &redis::ScriptInvocation<'_>,
+        key: &str,
         op: &'static str,
     ) -> StoreResult<(Vec<redis::Value>, bool)> {
         match &self.acked {
@@ -318,7 +330,7 @@ impl Store {
             Some(acked) => {
                 let mut con = acked.take().await?;
                 let reply = script.invoke_async(&mut con).await?;
-                let confirmed = con.replicated(op).await?;
+                let confirmed = con.replicated(key, op).await?;
                 Ok((reply, confirmed))
             }
         }

@@ -7,6 +7,11 @@
 //! replica that lags would stall every request behind it): each takes a connection of its
 //! own from a small pool ([`Acked`]), writes, waits, and gives it back.
 //!
+//! In a Redis Cluster the pooled connection is a cluster connection of its own (one socket
+//! per primary): the script goes to the primary of its keys' slot, and `WAIT` is routed to
+//! the primary of that same slot, so it runs on the socket the write went through and waits
+//! for that shard's replicas (Redis counts replicas per primary).
+//!
 //! What a timeout (fewer replicas confirmed in time) means, per change:
 //! - create: the task is cancelled at once and the caller gets
 //!   [`crate::StoreError::Unreplicated`], a retryable error: no task id was handed out. The
@@ -21,6 +26,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 
 use crate::{Backend, CONNECT_TIMEOUT, RESPONSE_TIMEOUT, StoreResult, observe};
 
@@ -40,43 +47,74 @@ const POOLED: usize = 16;
 pub(crate) struct Acked {
     pub(crate) replication: Replication,
     backend: Backend,
-    idle: Mutex<Vec<MultiplexedConnection>>,
+    /// Redis Cluster: the client pooled cluster connections are opened with.
+    cluster: Option<redis::cluster::ClusterClient>,
+    /// Idle connections, each with [`Backend::switches`] when it was opened.
+    idle: Mutex<Vec<(u64, Pooled)>>,
+}
+
+/// A pooled connection: to the one primary, or to every primary of a cluster.
+enum Pooled {
+    Single(MultiplexedConnection),
+    Cluster(ClusterConnection),
 }
 
 impl Acked {
-    pub(crate) fn new(backend: Backend, replication: Replication) -> Arc<Acked> {
-        Arc::new(Acked {
+    pub(crate) fn new(backend: Backend, replication: Replication) -> StoreResult<Arc<Acked>> {
+        // A write and its WAIT share one socket for up to the wait plus a normal reply.
+        let response = replication.timeout + RESPONSE_TIMEOUT;
+        let cluster = match &backend {
+            Backend::Cluster { seeds } => Some(
+                redis::cluster::ClusterClientBuilder::new(seeds.clone())
+                    .connection_timeout(CONNECT_TIMEOUT)
+                    .response_timeout(response)
+                    .build()?,
+            ),
+            Backend::Single(_) | Backend::Sentinel(_) => None,
+        };
+        Ok(Arc::new(Acked {
             replication,
             backend,
+            cluster,
             idle: Mutex::new(Vec::new()),
-        })
+        }))
     }
 
-    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<MultiplexedConnection>> {
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Pooled)>> {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A connection of its own to the (current) primary.
+    /// A connection of its own to the (current) primary, or primaries.
     pub(crate) async fn take(self: &Arc<Self>) -> StoreResult<AckedCon> {
-        let kept = self.idle().pop();
-        let con = match kept {
-            Some(con) => con,
-            None => {
+        let switches = self.backend.switches();
+        let kept = {
+            let mut idle = self.idle();
+            // Opened before the sentinels announced a promotion: to a former primary.
+            idle.retain(|(opened, _)| *opened == switches);
+            idle.pop().map(|(_, con)| con)
+        };
+        let con = match (kept, &self.cluster) {
+            (Some(con), _) => con,
+            (None, Some(cluster)) => Pooled::Cluster(cluster.get_async_connection().await?),
+            (None, None) => {
                 let client = self
                     .backend
                     .single()
                     .await
-                    .expect("acknowledged writes need one Redis")?;
+                    .expect("not a cluster, so one Redis")?;
                 let config = redis::AsyncConnectionConfig::new()
                     .set_connection_timeout(Some(CONNECT_TIMEOUT))
                     .set_response_timeout(Some(self.replication.timeout + RESPONSE_TIMEOUT));
-                client
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await?
+                Pooled::Single(
+                    client
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await?,
+                )
             }
         };
         Ok(AckedCon {
             con: Some(con),
+            switches,
             pool: self.clone(),
             healthy: true,
         })
@@ -85,21 +123,38 @@ impl Acked {
 
 /// A pooled connection, given back on drop unless a command on it failed.
 pub(crate) struct AckedCon {
-    con: Option<MultiplexedConnection>,
+    con: Option<Pooled>,
+    /// [`Backend::switches`] when the connection was opened.
+    switches: u64,
     pool: Arc<Acked>,
     healthy: bool,
 }
 
 impl AckedCon {
-    /// `WAIT` for the configured replicas; `false` (reported, logged) when fewer confirmed
-    /// in time.
-    pub(crate) async fn replicated(&mut self, op: &'static str) -> StoreResult<bool> {
+    /// `WAIT` for the configured replicas of the primary that holds `key` (the key the
+    /// write just went to); `false` (reported, logged) when fewer confirmed in time.
+    pub(crate) async fn replicated(&mut self, key: &str, op: &'static str) -> StoreResult<bool> {
         let Replication { replicas, timeout } = self.pool.replication;
-        let confirmed: i64 = redis::cmd("WAIT")
-            .arg(replicas)
-            .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
-            .query_async(self)
-            .await?;
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(replicas)
+            .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+        let confirmed: i64 = match self.con.as_mut().expect("present until dropped") {
+            Pooled::Single(_) => wait.query_async(self).await?,
+            Pooled::Cluster(con) => {
+                // Not by the command's own routing, which would ask every primary (on
+                // sockets that wrote nothing, so they would confirm at once).
+                let route = Route::with_key(key, SlotAddr::Master);
+                let reply = con
+                    .route_command(
+                        wait,
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                    )
+                    .await;
+                self.note(&reply);
+                redis::from_redis_value(reply?)
+                    .map_err(|e| crate::StoreError::Corrupt(format!("WAIT: {e}")))?
+            }
+        };
         let ok = confirmed >= i64::from(replicas);
         if !ok {
             observe::report(observe::Observed::Unreplicated { op });
@@ -114,6 +169,19 @@ impl AckedCon {
     }
 }
 
+impl AckedCon {
+    /// Keep the connection out of the pool once a command on it failed for the socket's
+    /// sake (it may be half-broken, or blocked in a `WAIT`) or because its node is no
+    /// longer primary (`-READONLY`: the next connection asks the sentinels again).
+    fn note<T>(&mut self, reply: &redis::RedisResult<T>) {
+        if let Err(e) = reply
+            && crate::sentinel::primary_lost(e)
+        {
+            self.healthy = false;
+        }
+    }
+}
+
 impl Drop for AckedCon {
     fn drop(&mut self) {
         if let Some(con) = self.con.take()
@@ -121,7 +189,7 @@ impl Drop for AckedCon {
         {
             let mut idle = self.pool.idle();
             if idle.len() < POOLED {
-                idle.push(con);
+                idle.push((self.switches, con));
             }
         }
     }
@@ -133,13 +201,11 @@ impl ConnectionLike for AckedCon {
         cmd: &'a redis::Cmd,
     ) -> redis::RedisFuture<'a, redis::Value> {
         Box::pin(async move {
-            let con = self.con.as_mut().expect("present until dropped");
-            let reply = con.req_packed_command(cmd).await;
-            if let Err(e) = &reply
-                && (e.is_io_error() || e.is_connection_dropped() || e.is_timeout())
-            {
-                self.healthy = false;
-            }
+            let reply = match self.con.as_mut().expect("present until dropped") {
+                Pooled::Single(con) => con.req_packed_command(cmd).await,
+                Pooled::Cluster(con) => con.req_packed_command(cmd).await,
+            };
+            self.note(&reply);
             reply
         })
     }
@@ -151,8 +217,10 @@ impl ConnectionLike for AckedCon {
         count: usize,
     ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
         Box::pin(async move {
-            let con = self.con.as_mut().expect("present until dropped");
-            let reply = con.req_packed_commands(cmd, offset, count).await;
+            let reply = match self.con.as_mut().expect("present until dropped") {
+                Pooled::Single(con) => con.req_packed_commands(cmd, offset, count).await,
+                Pooled::Cluster(con) => con.req_packed_commands(cmd, offset, count).await,
+            };
             if reply.is_err() {
                 self.healthy = false;
             }
@@ -161,6 +229,10 @@ impl ConnectionLike for AckedCon {
     }
 
     fn get_db(&self) -> i64 {
-        self.con.as_ref().map_or(0, ConnectionLike::get_db)
+        match &self.con {
+            Some(Pooled::Single(con)) => con.get_db(),
+            Some(Pooled::Cluster(con)) => con.get_db(),
+            None => 0,
+        }
     }
 }

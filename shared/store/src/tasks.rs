@@ -78,14 +78,21 @@ impl Store {
         let job = serde_json::to_string(t.job).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let ttl = t.ttl_ms.map(|v| v.to_string()).unwrap_or_default();
         let minute = mcp_tasks_protocol::time::now_millis().max(0) as u64 / 60_000;
-        if self.layout.is_cluster() {
-            return self.create_in_cluster(t, &ttl, job, minute).await;
+        let key = self.layout.task_key(t.id, t.owner);
+        let mut script = self.scripts.create.key(&key);
+        let cluster = self.layout.is_cluster();
+        if cluster {
+            if let Some(refused) = self.count_limits_in_cluster(t, &ttl, minute).await? {
+                return Ok(refused);
+            }
+            script.key(self.layout.task_stream(t.id, t.queue));
+        } else {
+            script
+                .key(keys::queue_key(t.queue))
+                .key(keys::rate_key(t.owner, minute))
+                .key(keys::active_key(t.owner));
         }
-        let mut script = self.scripts.create.key(keys::task_key(t.id, t.owner));
         script
-            .key(keys::queue_key(t.queue))
-            .key(keys::rate_key(t.owner, minute))
-            .key(keys::active_key(t.owner))
             .arg(t.id)
             .arg(ttl)
             .arg(t.poll_ms)
@@ -93,10 +100,22 @@ impl Store {
             .arg(&t.job.tool)
             .arg(t.queue)
             .arg(job)
-            .arg(t.ttl_ms.map_or(0, |ttl| ttl.min(EXPIRED_RETENTION_MS)))
-            .arg(t.limits.per_minute)
-            .arg(t.limits.active);
-        let (reply, confirmed) = self.acknowledged(&script, "create").await?;
+            .arg(t.ttl_ms.map_or(0, |ttl| ttl.min(EXPIRED_RETENTION_MS)));
+        if cluster {
+            // Counted above, in the owner's slot.
+            script.arg(0).arg(0);
+        } else {
+            script.arg(t.limits.per_minute).arg(t.limits.active);
+        }
+        let (reply, confirmed) = match self.acknowledged(&script, &key, "create").await {
+            Ok(done) => done,
+            Err(e) => {
+                if cluster {
+                    self.give_limits_back(t, minute).await;
+                }
+                return Err(e);
+            }
+        };
         let created: Created = replies::read(reply)?;
         if matches!(created, Created::At(_)) && !confirmed {
             // Not durable, so not handed out: cancel it (on the shared connection, no second
@@ -109,70 +128,50 @@ impl Store {
         Ok(created)
     }
 
-    /// [`Store::create_task`] in a cluster: the owner's limits (their own slot) are checked
-    /// and counted first, then the task and its job are written in the shard's slot. A
-    /// create that fails after its limits were counted takes them back (best effort).
-    async fn create_in_cluster(
+    /// In a cluster the owner's limits live in their own slot: check and count them before
+    /// the create (a create that then fails gives them back, [`Store::give_limits_back`]).
+    /// `Some` when a limit refused the create.
+    async fn count_limits_in_cluster(
         &self,
         t: &NewTask<'_>,
         ttl: &str,
-        job: String,
         minute: u64,
-    ) -> StoreResult<Created> {
-        let mut con = self.con.clone();
-        let limited = t.limits.per_minute > 0 || t.limits.active > 0;
-        if limited {
-            let reply: Vec<redis::Value> = self
-                .scripts
-                .limits
-                .key(keys::rate_key(t.owner, minute))
-                .key(keys::active_key(t.owner))
-                .arg(t.id)
-                .arg(ttl)
-                .arg(t.limits.per_minute)
-                .arg(t.limits.active)
-                .invoke_async(&mut con)
-                .await?;
-            if let Counted::Refused(limited) = replies::read(reply)? {
-                return Ok(limited);
-            }
+    ) -> StoreResult<Option<Created>> {
+        if t.limits.per_minute == 0 && t.limits.active == 0 {
+            return Ok(None);
         }
-        let reply: redis::RedisResult<Vec<redis::Value>> = self
+        let mut con = self.con.clone();
+        let reply: Vec<redis::Value> = self
             .scripts
-            .create
-            .key(self.layout.task_key(t.id, t.owner))
-            .key(self.layout.task_stream(t.id, t.queue))
+            .limits
+            .key(keys::rate_key(t.owner, minute))
+            .key(keys::active_key(t.owner))
             .arg(t.id)
             .arg(ttl)
-            .arg(t.poll_ms)
-            .arg(t.owner)
-            .arg(&t.job.tool)
-            .arg(t.queue)
-            .arg(job)
-            .arg(t.ttl_ms.map_or(0, |ttl| ttl.min(EXPIRED_RETENTION_MS)))
-            .arg(0)
-            .arg(0)
+            .arg(t.limits.per_minute)
+            .arg(t.limits.active)
             .invoke_async(&mut con)
-            .await;
-        match reply {
-            Ok(reply) => replies::read(reply),
-            Err(e) => {
-                if limited {
-                    // Not created: give the counts back, so a failure is not a creation.
-                    let mut undo = redis::pipe();
-                    if t.limits.per_minute > 0 {
-                        undo.decr(keys::rate_key(t.owner, minute), 1).ignore();
-                    }
-                    if t.limits.active > 0 {
-                        undo.zrem(keys::active_key(t.owner), t.id).ignore();
-                    }
-                    let undone: redis::RedisResult<()> = undo.query_async(&mut con).await;
-                    if let Err(undo_error) = undone {
-                        tracing::debug!(error = %undo_error, "owner limits not given back");
-                    }
-                }
-                Err(e.into())
-            }
+            .await?;
+        Ok(match replies::read(reply)? {
+            Counted::Refused(limited) => Some(limited),
+            Counted::Yes => None,
+        })
+    }
+
+    /// Take back what [`Store::count_limits_in_cluster`] counted for a create that failed,
+    /// so a failure is not a creation (best effort).
+    async fn give_limits_back(&self, t: &NewTask<'_>, minute: u64) {
+        let mut undo = redis::pipe();
+        if t.limits.per_minute > 0 {
+            undo.decr(keys::rate_key(t.owner, minute), 1).ignore();
+        }
+        if t.limits.active > 0 {
+            undo.zrem(keys::active_key(t.owner), t.id).ignore();
+        }
+        let mut con = self.con.clone();
+        let undone: redis::RedisResult<()> = undo.query_async(&mut con).await;
+        if let Err(e) = undone {
+            tracing::debug!(error = %e, "owner limits not given back");
         }
     }
 
@@ -276,12 +275,13 @@ impl Store {
         owner: &str,
         answers: &[(String, u8, String)],
     ) -> StoreResult<Answer> {
-        let mut inv = self.scripts.answer.key(self.layout.task_key(id, owner));
+        let task = self.layout.task_key(id, owner);
+        let mut inv = self.scripts.answer.key(&task);
         inv.arg(self.layout.events_channel(id)).arg(owner);
         for (key, mask, json) in answers {
             inv.arg(key).arg(*mask).arg(json);
         }
-        let (reply, _) = self.acknowledged(&inv, "answer").await?;
+        let (reply, _) = self.acknowledged(&inv, &task, "answer").await?;
         replies::read(reply)
     }
 
@@ -312,7 +312,7 @@ impl Store {
             inv.arg("declared");
         }
         let reply = if acknowledged {
-            self.acknowledged(&inv, "cancel").await?.0
+            self.acknowledged(&inv, &key, "cancel").await?.0
         } else {
             inv.invoke_async(&mut con).await?
         };
