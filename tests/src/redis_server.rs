@@ -25,6 +25,72 @@ fn answers_ping(port: u16) -> bool {
         && (&reply == b"+PONG\r\n" || reply.starts_with(b"-LOADIN"))
 }
 
+/// [`spawn_redis`] on `port`, or on another free one when that was taken between
+/// [`free_port`] and redis-server's bind (another process of a parallel test bound it).
+/// `args` gives the arguments for a port.
+fn spawn_on_a_free_port(mut port: u16, args: impl Fn(u16) -> Vec<String>) -> Result<(u16, Child)> {
+    let mut tries = 0;
+    loop {
+        match spawn_redis(port, &args(port)) {
+            Err(e) if tries < 4 && e.to_string().contains(PORT_TAKEN) => {
+                tries += 1;
+                port = free_port()?;
+            }
+            Ok(child) => return Ok((port, child)),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Start `redis-server` (binary from `REDIS_SERVER_BIN`, default `redis-server`) on
+/// `port` of 127.0.0.1, keeping no snapshots, never evicting, with `args` added, and wait
+/// until it answers `PING`.
+fn spawn_redis(port: u16, args: &[String]) -> Result<Child> {
+    let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
+    let mut child = Command::new(&bin)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .args(["--maxmemory-policy", "noeviction", "--loglevel", "warning"])
+        // As README "Redis in production" recommends: finished tasks stay compact.
+        .args(["--hash-max-listpack-value", "1024"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("cannot start {bin} (is redis-server installed?)"))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        // Listening is not enough: the port may be another process's, with this
+        // redis-server gone after failing to bind it.
+        if let Some(status) = child.try_wait().ok().flatten() {
+            bail!("redis-server on {port} exited at start ({status}): {PORT_TAKEN}");
+        }
+        if answers_ping(port) {
+            return Ok(child);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    bail!("redis-server did not answer on {port} within 10 s")
+}
+
+/// `SIGSTOP` (`stopped`) or `SIGCONT` process `pid`.
+fn signal(pid: u32, stopped: bool) -> Result<()> {
+    let signal = if stopped { "-STOP" } else { "-CONT" };
+    let status = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()?;
+    anyhow::ensure!(status.success(), "kill {signal} {pid}: {status}");
+    Ok(())
+}
+
 /// A private redis-server on a free port. Killed on drop.
 pub struct RedisServer {
     port: u16,
@@ -77,69 +143,32 @@ impl RedisServer {
         Ok(server)
     }
 
-    /// [`RedisServer::spawn`], on another free port when the one picked was taken between
-    /// [`free_port`] and redis-server's bind (another process of a parallel test bound it).
+    /// Start on the port picked, or another free one when it was taken meanwhile.
     fn spawn_on_a_free_port(&mut self) -> Result<()> {
-        let mut tries = 0;
-        loop {
-            match self.spawn() {
-                Err(e) if tries < 4 && e.to_string().contains(PORT_TAKEN) => {
-                    tries += 1;
-                    self.port = free_port()?;
-                }
-                other => return other,
-            }
-        }
+        let (port, child) = spawn_on_a_free_port(self.port, |_| self.args())?;
+        self.port = port;
+        self.child = Some(child);
+        Ok(())
     }
 
+    /// Start again on its port.
     fn spawn(&mut self) -> Result<()> {
-        let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
-        let child = Command::new(&bin)
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(if self.durable {
-                ["--appendonly", "yes", "--appendfsync", "always"].as_slice()
-            } else {
-                ["--appendonly", "no"].as_slice()
-            })
-            .args(["--maxmemory-policy", "noeviction", "--loglevel", "warning"])
-            // As README "Redis in production" recommends: finished tasks stay compact.
-            .args(["--hash-max-listpack-value", "1024"])
-            .args(&self.extra)
-            .arg("--dir")
-            .arg(&self.dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| format!("cannot start {bin} (is redis-server installed?)"))?;
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            // Listening is not enough: the port may be another process's, with this
-            // redis-server gone after failing to bind it.
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                self.child = None;
-                bail!(
-                    "redis-server on {} exited at start ({status}): {PORT_TAKEN}",
-                    self.port
-                );
-            }
-            if answers_ping(self.port) {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        bail!("redis-server did not listen on {} within 10 s", self.port)
+        self.child = Some(spawn_redis(self.port, &self.args())?);
+        Ok(())
+    }
+
+    /// Its `redis-server` arguments beyond those every private Redis gets.
+    fn args(&self) -> Vec<String> {
+        let persistence: &[&str] = if self.durable {
+            &["--appendonly", "yes", "--appendfsync", "always"]
+        } else {
+            &["--appendonly", "no"]
+        };
+        let mut args: Vec<String> = persistence.iter().map(|a| (*a).to_owned()).collect();
+        args.extend(self.extra.iter().cloned());
+        args.push("--dir".into());
+        args.push(self.dir.display().to_string());
+        args
     }
 
     /// Its port on 127.0.0.1.
@@ -195,12 +224,7 @@ impl RedisServer {
             .as_ref()
             .context("the server is not running")?
             .id();
-        let signal = if stopped { "-STOP" } else { "-CONT" };
-        let status = std::process::Command::new("kill")
-            .args([signal, &pid.to_string()])
-            .status()?;
-        anyhow::ensure!(status.success(), "kill {signal} {pid}: {status}");
-        Ok(())
+        signal(pid, stopped)
     }
 
     /// Kill and start again on the same port (data is kept only when durable).
@@ -217,22 +241,35 @@ impl Drop for RedisServer {
     }
 }
 
-/// A private Redis Cluster of `N` masters (no replicas) on free ports, each node keeping
-/// nothing on disk. Killed on drop.
+/// A private Redis Cluster of `N` masters, each with `R` replicas, on free ports, each node
+/// keeping nothing on disk. Killed on drop.
 ///
 /// Built by hand rather than with `redis-cli --cluster create` (which wants at least three
-/// masters), so the benchmark can compare one master with three: each node takes an equal
-/// contiguous range of slots (`CLUSTER ADDSLOTSRANGE`), the first meets the others, and
-/// the cluster is ready once every node reports `cluster_state:ok`.
+/// masters), so the benchmark can compare one master with three: each master takes an equal
+/// contiguous range of slots (`CLUSTER ADDSLOTSRANGE`), the first node meets the others,
+/// each replica is told whom to follow (`CLUSTER REPLICATE`), and the cluster is ready once
+/// every node reports `cluster_state:ok` and every replica is in sync.
+///
+/// Nodes are numbered masters first: master `m` is node `m`, its replicas are nodes
+/// `N + m * R ..`.
 pub struct RedisCluster {
     ports: Vec<u16>,
     dir: PathBuf,
-    children: Vec<Child>,
+    children: Vec<Option<Child>>,
+    masters: usize,
+    replicas: usize,
 }
 
 impl RedisCluster {
-    /// Start `masters` nodes and join them into one cluster.
+    /// Start `masters` nodes and join them into one cluster (no replicas).
     pub fn start(masters: usize) -> Result<RedisCluster> {
+        Self::start_with_replicas(masters, 0)
+    }
+
+    /// Start `masters` masters with `replicas` replicas each. With replicas, a node is
+    /// taken as failed after 1 s without an answer (`cluster-node-timeout`), so a replica
+    /// is promoted within seconds of its master's death.
+    pub fn start_with_replicas(masters: usize, replicas: usize) -> Result<RedisCluster> {
         if masters == 0 {
             bail!("a cluster needs at least one master");
         }
@@ -240,38 +277,33 @@ impl RedisCluster {
             ports: Vec::new(),
             dir: temp_dir("mcpt-redis-cluster")?,
             children: Vec::new(),
+            masters,
+            replicas,
         };
-        let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
-        for _ in 0..masters {
-            let port = free_port()?;
-            let child = Command::new(&bin)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--cluster-enabled", "yes", "--cluster-config-file"])
-                .arg(cluster.dir.join(format!("nodes-{port}.conf")))
-                .args(["--cluster-node-timeout", "5000"])
-                .args(["--save", "", "--appendonly", "no"])
-                .args(["--maxmemory-policy", "noeviction", "--loglevel", "warning"])
-                .args(["--hash-max-listpack-value", "1024"])
-                .arg("--dir")
-                .arg(&cluster.dir)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .with_context(|| format!("cannot start {bin} (is redis-server installed?)"))?;
-            cluster.children.push(child);
+        let node_timeout = if replicas == 0 { "5000" } else { "1000" };
+        for _ in 0..masters * (1 + replicas) {
+            let dir = cluster.dir.clone();
+            let (port, child) = spawn_on_a_free_port(free_port()?, |port| {
+                vec![
+                    "--cluster-enabled".into(),
+                    "yes".into(),
+                    "--cluster-config-file".into(),
+                    dir.join(format!("nodes-{port}.conf")).display().to_string(),
+                    "--cluster-node-timeout".into(),
+                    node_timeout.into(),
+                    // A replica that lagged (stopped, in the failover test) may still be
+                    // promoted: losing its tail is what the test measures.
+                    "--cluster-replica-validity-factor".into(),
+                    "0".into(),
+                    "--dir".into(),
+                    dir.display().to_string(),
+                ]
+            })?;
+            cluster.children.push(Some(child));
             cluster.ports.push(port);
         }
-        for &port in &cluster.ports {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-                if Instant::now() > deadline {
-                    bail!("cluster node did not listen on {port} within 10 s");
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
         const SLOTS: usize = 16384;
-        for (i, _) in cluster.ports.iter().enumerate() {
+        for i in 0..masters {
             let (from, to) = (i * SLOTS / masters, (i + 1) * SLOTS / masters - 1);
             let epoch = (i + 1).to_string();
             cluster.cli_checked(i, &["CLUSTER", "SET-CONFIG-EPOCH", &epoch])?;
@@ -288,37 +320,90 @@ impl RedisCluster {
         for &port in &cluster.ports[1..] {
             cluster.cli_checked(0, &["CLUSTER", "MEET", "127.0.0.1", &port.to_string()])?;
         }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let ready = (0..masters).all(|i| {
-                cluster.cli(i, &["CLUSTER", "INFO"]).is_ok_and(|info| {
-                    info.contains("cluster_state:ok")
-                        && info.contains(&format!("cluster_known_nodes:{masters}\r"))
-                })
-            });
-            if ready {
-                return Ok(cluster);
+        let nodes = cluster.ports.len();
+        cluster.wait_until("every node knows every other", |c| {
+            (0..nodes).all(|i| {
+                c.cli(i, &["CLUSTER", "INFO"])
+                    .is_ok_and(|info| info.contains(&format!("cluster_known_nodes:{nodes}\r")))
+            })
+        })?;
+        for m in 0..masters {
+            let id = cluster.cli(m, &["CLUSTER", "MYID"])?.trim().to_owned();
+            for r in cluster.replicas_of(m) {
+                cluster.cli_checked(r, &["CLUSTER", "REPLICATE", &id])?;
             }
+        }
+        cluster.wait_until("the cluster is ok and every replica in sync", |c| {
+            (0..nodes).all(|i| {
+                c.cli(i, &["CLUSTER", "INFO"])
+                    .is_ok_and(|info| info.contains("cluster_state:ok"))
+            }) && (0..masters).all(|m| {
+                c.cli(m, &["INFO", "replication"])
+                    .is_ok_and(|info| info.matches("state=online").count() == replicas)
+            })
+        })?;
+        Ok(cluster)
+    }
+
+    fn wait_until(&self, what: &str, done: impl Fn(&RedisCluster) -> bool) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !done(self) {
             if Instant::now() > deadline {
-                bail!("the cluster did not reach cluster_state:ok within 30 s");
+                bail!("Redis Cluster: not ready within 30 s: {what}");
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+        Ok(())
     }
 
-    /// `redis+cluster://127.0.0.1:P1,127.0.0.1:P2,…` for `MCPT_REDIS_URL`.
+    /// How many nodes it has, masters and replicas.
+    pub fn nodes(&self) -> usize {
+        self.ports.len()
+    }
+
+    /// The nodes started as replicas of master `m`.
+    pub fn replicas_of(&self, m: usize) -> std::ops::Range<usize> {
+        let first = self.masters + m * self.replicas;
+        first..first + self.replicas
+    }
+
+    /// Whether node `i` is a master now (`ROLE`); `false` when it does not answer.
+    pub fn is_master(&self, i: usize) -> bool {
+        self.cli(i, &["ROLE"])
+            .is_ok_and(|role| role.lines().next() == Some("master"))
+    }
+
+    /// Kill node `i` (SIGKILL).
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.children.get_mut(i).and_then(Option::take) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Stop (`SIGSTOP`) or continue (`SIGCONT`) node `i`, as [`RedisServer::set_stopped`].
+    pub fn set_stopped(&self, i: usize, stopped: bool) -> Result<()> {
+        let pid = self
+            .children
+            .get(i)
+            .and_then(Option::as_ref)
+            .context("the node is not running")?
+            .id();
+        signal(pid, stopped)
+    }
+
+    /// `redis+cluster://127.0.0.1:P1,127.0.0.1:P2,…` for `MCPT_REDIS_URL` (the masters).
     pub fn url(&self) -> String {
-        let nodes: Vec<String> = self
-            .ports
+        let nodes: Vec<String> = self.ports[..self.masters]
             .iter()
             .map(|p| format!("127.0.0.1:{p}"))
             .collect();
         format!("redis+cluster://{}", nodes.join(","))
     }
 
-    /// `redis://127.0.0.1:PORT` of each node.
+    /// `redis://127.0.0.1:PORT` of each master.
     pub fn node_urls(&self) -> Vec<String> {
-        self.ports
+        self.ports[..self.masters]
             .iter()
             .map(|p| format!("redis://127.0.0.1:{p}"))
             .collect()
@@ -342,9 +427,9 @@ impl RedisCluster {
         Ok(())
     }
 
-    /// Keys held by each node (`DBSIZE`), in node order.
+    /// Keys held by each master (`DBSIZE`), in node order.
     pub fn keys_per_node(&self) -> Result<Vec<u64>> {
-        (0..self.ports.len())
+        (0..self.masters)
             .map(|i| {
                 let out = self.cli(i, &["DBSIZE"])?;
                 out.trim()
@@ -357,9 +442,8 @@ impl RedisCluster {
 
 impl Drop for RedisCluster {
     fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
+        for i in 0..self.children.len() {
+            self.kill(i);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }

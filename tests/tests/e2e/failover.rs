@@ -1,16 +1,19 @@
-//! Losing the Redis primary under load (issue 14, part 3): a primary, two replicas and
-//! three sentinels; two gateways and two workers; clients keep creating a mix of tasks
-//! (sleeps, one that asks and is answered, ones cancelled at once). The replicas are
-//! stopped for a moment (as slow or distant replicas fall behind), the primary is killed
-//! with SIGKILL, the replicas go on and the sentinels promote one.
+//! Losing the Redis primary under load (issue 14, part 3). Two gateways and two workers;
+//! clients keep creating a mix of tasks (sleeps, one that asks and is answered, ones
+//! cancelled at once). The replicas of one primary are stopped for a moment (as slow or
+//! distant replicas fall behind), that primary is killed with SIGKILL, the replicas go on
+//! and one is promoted. Two set-ups:
+//! - Sentinel: a primary, two replicas and three sentinels;
+//! - Redis Cluster: three masters with two replicas each; master 0 (a third of the task
+//!   shards) is killed and the cluster promotes one of its replicas.
 //!
 //! With `MCPT_REDIS_WAIT_REPLICAS=1` every task whose `CreateTaskResult` a client received
 //! ends in the state it should, with its result: none is lost, none is left hanging. (This
 //! run found workers waiting forever on a question the promoted replica never received;
 //! they now ask again, see `worker/src/context.rs`.) Without `WAIT` the same run reports
-//! how many acknowledged tasks were lost. Both assert that requests during the switch are
+//! how many acknowledged tasks were lost. All assert that requests during the switch are
 //! answered with a JSON-RPC error (never a bare 5xx, never a hang) and that creates succeed
-//! again without a restart of ours.
+//! again without a restart of ours: [`AFTER_FAILOVER`] in a row once the promotion is seen.
 //!
 //! Two replicas, not one: with `WAIT 1`, a promoted replica with no replica of its own
 //! could confirm nothing, so creates would stay refused until the dead primary came back.
@@ -20,13 +23,16 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
-use mcp_tasks_tests::{Client, Gateway, RedisServer, Reply, Sentinels, Worker, caps_tasks};
+use mcp_tasks_tests::{
+    Client, Gateway, RedisCluster, RedisServer, Reply, Sentinels, Worker, caps_tasks,
+};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 /// Tasks acknowledged before the primary is killed.
 const BEFORE_KILL: usize = 150;
-/// Tasks acknowledged after the failover before the clients stop.
+/// Creates acknowledged in a row, sent after the promotion was seen, before the clients
+/// stop (a refusal starts the count again).
 const AFTER_FAILOVER: usize = 40;
 /// Concurrent creating clients (alternating between the two gateways).
 const CREATORS: usize = 8;
@@ -81,20 +87,26 @@ struct Outcome {
     wrong: Vec<String>,
     /// Creates refused (JSON-RPC error) while the primary was away.
     refused: usize,
-    /// From the kill to the first create acknowledged after it.
+    /// From the kill to the last refused create sent after it (zero when none was).
     window: Duration,
+    /// From the kill to the promotion, as seen by polling.
+    promoted: Duration,
+    /// The longest a create sent after the kill took to be answered (either way).
+    slowest: Duration,
 }
 
 impl std::fmt::Display for Outcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} acknowledged, {} lost, {} wrong, {} creates refused, first create {:.1} s after the kill",
+            "{} acknowledged, {} lost, {} wrong, {} creates refused, the last {:.1} s after the kill (promotion seen after {:.1} s); slowest create after the kill {:.1} s",
             self.acked,
             self.lost.len(),
             self.wrong.len(),
             self.refused,
-            self.window.as_secs_f64()
+            self.window.as_secs_f64(),
+            self.promoted.as_secs_f64(),
+            self.slowest.as_secs_f64()
         )
     }
 }
@@ -120,59 +132,177 @@ async fn answered(
     Ok(Err(reply.body["error"].clone()))
 }
 
-async fn run(wait_replicas: bool) -> Result<Outcome> {
-    let mut primary = RedisServer::start()?;
-    let first = RedisServer::start_replica_of(&primary)?;
-    let second = RedisServer::start_replica_of(&primary)?;
-    let sentinels = Sentinels::start(&primary, 3)?;
-    sentinels.wait_ready(2, Duration::from_secs(30))?;
-    // Both replicas past their first sync: a primary killed during it would hand the
-    // promoted replica nothing, which is not the loss under test.
-    let synced = Instant::now();
-    while primary
-        .cli(&["INFO", "replication"])?
-        .matches("state=online")
-        .count()
-        < 2
-    {
-        ensure!(
-            synced.elapsed() < Duration::from_secs(20),
-            "the replicas never synced"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+/// The highly available Redis under test.
+#[expect(clippy::large_enum_variant, reason = "one value per test")]
+enum Ha {
+    /// A primary, two replicas, three sentinels.
+    Sentinel {
+        primary: RedisServer,
+        replicas: [RedisServer; 2],
+        sentinels: Sentinels,
+    },
+    /// Three masters with two replicas each; master 0 is the one killed.
+    Cluster(RedisCluster),
+}
+
+impl Ha {
+    async fn sentinel() -> Result<Ha> {
+        let primary = RedisServer::start()?;
+        let replicas = [
+            RedisServer::start_replica_of(&primary)?,
+            RedisServer::start_replica_of(&primary)?,
+        ];
+        let sentinels = Sentinels::start(&primary, 3)?;
+        sentinels.wait_ready(2, Duration::from_secs(30))?;
+        // Both replicas past their first sync: a primary killed during it would hand the
+        // promoted replica nothing, which is not the loss under test.
+        let synced = Instant::now();
+        while primary
+            .cli(&["INFO", "replication"])?
+            .matches("state=online")
+            .count()
+            < 2
+        {
+            ensure!(
+                synced.elapsed() < Duration::from_secs(20),
+                "the replicas never synced"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(Ha::Sentinel {
+            primary,
+            replicas,
+            sentinels,
+        })
     }
+
+    fn cluster() -> Result<Ha> {
+        // In sync once started.
+        Ok(Ha::Cluster(RedisCluster::start_with_replicas(3, 2)?))
+    }
+
+    /// `MCPT_REDIS_URL` for the binaries.
+    fn url(&self) -> String {
+        match self {
+            Ha::Sentinel { sentinels, .. } => sentinels.url(),
+            Ha::Cluster(cluster) => cluster.url(),
+        }
+    }
+
+    /// Stop or continue the replicas of the primary to be killed.
+    fn set_replicas_stopped(&self, stopped: bool) -> Result<()> {
+        match self {
+            Ha::Sentinel { replicas, .. } => {
+                for r in replicas {
+                    r.set_stopped(stopped)?;
+                }
+            }
+            Ha::Cluster(cluster) => {
+                for r in cluster.replicas_of(0) {
+                    cluster.set_stopped(r, stopped)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn kill_primary(&mut self) {
+        match self {
+            Ha::Sentinel { primary, .. } => primary.kill(),
+            Ha::Cluster(cluster) => cluster.kill(0),
+        }
+    }
+
+    /// Whether a replica of the killed primary was promoted.
+    fn promoted(&self) -> bool {
+        match self {
+            Ha::Sentinel {
+                replicas,
+                sentinels,
+                ..
+            } => sentinels
+                .primary_port()
+                .is_ok_and(|port| replicas.iter().any(|r| r.port() == port)),
+            Ha::Cluster(cluster) => cluster.replicas_of(0).any(|r| cluster.is_master(r)),
+        }
+    }
+
+    /// What the new primary holds about task `id`, for a failure's report.
+    fn dump(&self, id: &str) -> Result<String> {
+        match self {
+            Ha::Sentinel { replicas, .. } => {
+                let node = replicas
+                    .iter()
+                    .find(|r| {
+                        r.cli(&["ROLE"])
+                            .is_ok_and(|role| role.starts_with("master"))
+                    })
+                    .context("no replica was promoted")?;
+                let key = node.task_key(id)?;
+                let hash = node.cli(&["HGETALL", &key])?;
+                let stream = node.cli(&["HGET", &key, "stream"])?;
+                let stream = stream.trim();
+                let groups = node.cli(&["XINFO", "GROUPS", stream])?;
+                let pending = node.cli(&["XPENDING", stream, "workers", "-", "+", "20"])?;
+                let entries = node.cli(&["XRANGE", stream, "-", "+", "COUNT", "5"])?;
+                Ok(format!(
+                    "{key}:\n{hash}\ngroups of {stream}:\n{groups}\npending:\n{pending}\nentries:\n{entries}"
+                ))
+            }
+            Ha::Cluster(cluster) => {
+                // The hash is on whichever master holds the task's tag now.
+                let pattern = format!("mcpt:task:*:{id}:*");
+                let mut found = String::new();
+                for i in 0..cluster.nodes() {
+                    let keys = cluster.cli(i, &["--scan", "--pattern", &pattern])?;
+                    if let Some(key) = keys.lines().next()
+                        && cluster.is_master(i)
+                    {
+                        found = format!("node {i}: {key}:\n{}", cluster.cli(i, &["HGETALL", key])?);
+                    }
+                }
+                Ok(found)
+            }
+        }
+    }
+}
+
+async fn run(mut ha: Ha, wait_replicas: bool) -> Result<Outcome> {
     let mut env: Vec<(&str, String)> = Vec::new();
     if wait_replicas {
         env.push(("MCPT_REDIS_WAIT_REPLICAS", "1".to_owned()));
         env.push(("MCPT_REDIS_WAIT_TIMEOUT", "1s".to_owned()));
     }
-    let url = sentinels.url();
+    let url = ha.url();
     let gateways = [Gateway::start(&url, &env)?, Gateway::start(&url, &env)?];
     let workers = [Worker::start(&url, &env)?, Worker::start(&url, &env)?];
     let clients: Vec<Client> = gateways.iter().map(Gateway::client).collect();
-    clients[0]
-        .wait_for_tools(&["sleep", "ask"], Duration::from_secs(20))
-        .await?;
-    clients[1]
-        .wait_for_tools(&["sleep", "ask"], Duration::from_secs(20))
-        .await?;
+    for client in &clients {
+        client
+            .wait_for_tools(&["sleep", "ask"], Duration::from_secs(20))
+            .await?;
+    }
 
     let acked: Arc<Mutex<Vec<Acked>>> = Arc::default();
     let counter = Arc::new(AtomicUsize::new(0));
     let refused = Arc::new(AtomicUsize::new(0));
     let killed_at: Arc<Mutex<Option<Instant>>> = Arc::default();
-    let first_after: Arc<Mutex<Option<Instant>>> = Arc::default();
-    let after = Arc::new(AtomicUsize::new(0));
+    let promoted_at: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let last_refused: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let in_a_row = Arc::new(AtomicUsize::new(0));
+    let slowest: Arc<Mutex<Duration>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
 
     let mut creators = Vec::new();
     for c in 0..CREATORS {
         let client = clients[c % 2].clone();
         let (acked, counter, refused) = (acked.clone(), counter.clone(), refused.clone());
-        let (killed_at, first_after, after, stop) = (
+        let (killed_at, promoted_at, last_refused, in_a_row, slowest, stop) = (
             killed_at.clone(),
-            first_after.clone(),
-            after.clone(),
+            promoted_at.clone(),
+            last_refused.clone(),
+            in_a_row.clone(),
+            slowest.clone(),
             stop.clone(),
         );
         creators.push(tokio::spawn(async move {
@@ -182,8 +312,18 @@ async fn run(wait_replicas: bool) -> Result<Outcome> {
                 let sent = Instant::now();
                 let created =
                     answered("tools/call", client.call(tool, args, &caps_tasks())).await?;
+                let after_kill = killed_at.lock().await.is_some_and(|killed| sent > killed);
+                if after_kill {
+                    let took = sent.elapsed();
+                    let mut slowest = slowest.lock().await;
+                    *slowest = (*slowest).max(took);
+                }
                 let Ok(result) = created else {
                     refused.fetch_add(1, Ordering::SeqCst);
+                    if after_kill {
+                        *last_refused.lock().await = Some(sent);
+                    }
+                    in_a_row.store(0, Ordering::SeqCst);
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 };
@@ -203,10 +343,9 @@ async fn run(wait_replicas: bool) -> Result<Outcome> {
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 }
-                // A create sent after the kill and answered: the switch is over.
-                if killed_at.lock().await.is_some_and(|killed| sent > killed) {
-                    first_after.lock().await.get_or_insert_with(Instant::now);
-                    after.fetch_add(1, Ordering::SeqCst);
+                // A create sent after the promotion was seen and answered.
+                if promoted_at.lock().await.is_some_and(|p| sent > p) {
+                    in_a_row.fetch_add(1, Ordering::SeqCst);
                 }
                 acked.lock().await.push(Acked { id, kind });
             }
@@ -222,15 +361,23 @@ async fn run(wait_replicas: bool) -> Result<Outcome> {
     }
     // The replicas fall behind for a moment (stopped, as a slow or distant replica would
     // lag), then the primary dies with what they have not read; then they go on.
-    first.set_stopped(true)?;
-    second.set_stopped(true)?;
+    ha.set_replicas_stopped(true)?;
     tokio::time::sleep(LAG).await;
-    primary.kill();
-    *killed_at.lock().await = Some(Instant::now());
-    first.set_stopped(false)?;
-    second.set_stopped(false)?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while after.load(Ordering::SeqCst) < AFTER_FAILOVER {
+    ha.kill_primary();
+    let killed = Instant::now();
+    *killed_at.lock().await = Some(killed);
+    ha.set_replicas_stopped(false)?;
+    let deadline = killed + Duration::from_secs(60);
+    while !ha.promoted() {
+        ensure!(
+            Instant::now() < deadline,
+            "no replica was promoted within 60 s of the kill"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let promoted = Instant::now();
+    *promoted_at.lock().await = Some(promoted);
+    while in_a_row.load(Ordering::SeqCst) < AFTER_FAILOVER {
         if Instant::now() > deadline {
             bail!(
                 "creates did not come back within 60 s of the kill ({} refused); gateway log:\n{}",
@@ -244,21 +391,20 @@ async fn run(wait_replicas: bool) -> Result<Outcome> {
     for creator in creators {
         creator.await??;
     }
-    let new_primary = sentinels.primary_port()?;
-    ensure!(
-        new_primary == first.port() || new_primary == second.port(),
-        "the sentinels should name a replica primary now (port {new_primary})"
-    );
 
     // Every acknowledged task ends as it should.
     let acked = std::mem::take(&mut *acked.lock().await);
     let mut outcome = Outcome {
         acked: acked.len(),
         refused: refused.load(Ordering::SeqCst),
+        window: last_refused
+            .lock()
+            .await
+            .map_or(Duration::ZERO, |last| last - killed),
+        promoted: promoted - killed,
+        slowest: *slowest.lock().await,
         ..Outcome::default()
     };
-    let killed = killed_at.lock().await.context("killed")?;
-    outcome.window = first_after.lock().await.context("first after")? - killed;
     let deadline = Instant::now() + Duration::from_secs(90);
     for (n, task) in acked.iter().enumerate() {
         let client = &clients[n % 2];
@@ -285,21 +431,7 @@ async fn run(wait_replicas: bool) -> Result<Outcome> {
             })
             .collect();
         eprintln!("log lines naming {id}:\n{}", lines.join("\n"));
-        let node = if new_primary == first.port() {
-            &first
-        } else {
-            &second
-        };
-        let key = node.task_key(id)?;
-        let hash = node.cli(&["HGETALL", &key])?;
-        let stream = node.cli(&["HGET", &key, "stream"])?;
-        let stream = stream.trim();
-        let groups = node.cli(&["XINFO", "GROUPS", stream])?;
-        let pending = node.cli(&["XPENDING", stream, "workers", "-", "+", "20"])?;
-        let entries = node.cli(&["XRANGE", stream, "-", "+", "COUNT", "5"])?;
-        eprintln!(
-            "on the new primary: {key}:\n{hash}\ngroups of {stream}:\n{groups}\npending:\n{pending}\nentries:\n{entries}"
-        );
+        eprintln!("on the new primary: {}", ha.dump(id)?);
     }
     drop(workers);
     Ok(outcome)
@@ -374,11 +506,8 @@ async fn settle(client: &Client, task: &Acked, deadline: Instant) -> Result<Sett
     }
 }
 
-/// With WAIT, nothing acknowledged is lost or ends wrongly.
-#[tokio::test]
-async fn with_wait_no_acknowledged_task_is_lost_when_the_primary_dies() -> Result<()> {
-    let o = run(true).await?;
-    eprintln!("failover with WAIT: {o}");
+/// No acknowledged task lost, none ending wrongly.
+fn nothing_lost(o: &Outcome) -> Result<()> {
     ensure!(o.lost.is_empty(), "acknowledged tasks lost: {:?}", o.lost);
     ensure!(
         o.wrong.is_empty(),
@@ -388,13 +517,30 @@ async fn with_wait_no_acknowledged_task_is_lost_when_the_primary_dies() -> Resul
     Ok(())
 }
 
+/// With WAIT, nothing acknowledged is lost or ends wrongly.
+#[tokio::test]
+async fn with_wait_no_acknowledged_task_is_lost_when_the_primary_dies() -> Result<()> {
+    let o = run(Ha::sentinel().await?, true).await?;
+    eprintln!("failover with WAIT: {o}");
+    nothing_lost(&o)
+}
+
 /// Without WAIT the run is the same; what it lost is reported, and the service comes back.
 #[tokio::test]
 async fn without_wait_the_failover_is_followed_and_losses_are_counted() -> Result<()> {
-    let o = run(false).await?;
+    let o = run(Ha::sentinel().await?, false).await?;
     eprintln!("failover without WAIT: {o}");
     // Losses are reported, not asserted: without WAIT they depend on how far the
     // replicas lagged. The run itself asserted answers during the switch and recovery.
     ensure!(o.acked >= BEFORE_KILL + AFTER_FAILOVER, "{o:?}");
     Ok(())
+}
+
+/// In a Redis Cluster with WAIT (per shard primary), a master's death loses nothing
+/// acknowledged either.
+#[tokio::test]
+async fn with_wait_no_acknowledged_task_is_lost_when_a_cluster_master_dies() -> Result<()> {
+    let o = run(Ha::cluster()?, true).await?;
+    eprintln!("cluster failover with WAIT: {o}");
+    nothing_lost(&o)
 }

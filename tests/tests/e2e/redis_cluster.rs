@@ -408,3 +408,88 @@ async fn listeners_hear_changes_after_pubsub_connections_are_cut() -> Result<()>
     }
     result
 }
+
+/// Acknowledged means replicated in a cluster too (issue 14): `WAIT` goes to the primary
+/// that took the write, on the socket that wrote it, and only there. Two masters with a
+/// replica each, one task shard on each; with master 1's replica stopped, creates on
+/// master 1's shard are refused with the retryable error after the wait, and creates on
+/// master 0's shard succeed (a `WAIT` sent to every master would refuse them all; one sent
+/// on a socket that wrote nothing would confirm at once). All succeed once it runs again.
+#[tokio::test]
+async fn creates_wait_for_their_own_shards_replica() -> Result<()> {
+    let cluster = RedisCluster::start_with_replicas(2, 1)?;
+    let env = [
+        ("MCPT_QUEUE_SHARDS", "2".to_owned()),
+        ("MCPT_REDIS_WAIT_REPLICAS", "1".to_owned()),
+        ("MCPT_REDIS_WAIT_TIMEOUT", "500ms".to_owned()),
+    ];
+    let gateway = Gateway::start(&cluster.url(), &env)?;
+    let _worker = Worker::start(&cluster.url(), &env)?;
+    let client = gateway.client();
+    client.wait_for_tool("sleep").await?;
+    let id = client.start_task("sleep", json!({"ms": 10})).await?;
+    client.wait_status(&id, "completed", WITHIN).await?;
+
+    let tasks_on = |master: usize| -> Result<std::collections::HashSet<String>> {
+        let keys = cluster.cli(master, &["--scan", "--pattern", "mcpt:task:*"])?;
+        Ok(keys.lines().map(str::to_owned).collect())
+    };
+    let before = [tasks_on(0)?, tasks_on(1)?];
+    let lagging = cluster.replicas_of(1).start;
+    cluster.set_stopped(lagging, true)?;
+    let (mut confirmed, mut refused) = (Vec::new(), 0);
+    // Shards are picked at random: 20 creates see both (all on one: 2 in a million).
+    for _ in 0..20 {
+        let started = Instant::now();
+        let reply = client
+            .call("sleep", json!({"ms": 10}), &caps_tasks())
+            .await?;
+        if let Some(id) = reply.body["result"]["taskId"].as_str() {
+            confirmed.push(id.to_owned());
+            continue;
+        }
+        let message = reply.body["error"]["message"].as_str().unwrap_or_default();
+        anyhow::ensure!(
+            message.contains("MCPT_REDIS_WAIT_REPLICAS") && message.contains("try again"),
+            "a create refused otherwise: {}",
+            reply.body
+        );
+        anyhow::ensure!(
+            started.elapsed() >= Duration::from_millis(500),
+            "refused after {:?}, before the wait ran out",
+            started.elapsed()
+        );
+        refused += 1;
+    }
+    cluster.set_stopped(lagging, false)?;
+    anyhow::ensure!(
+        !confirmed.is_empty() && refused > 0,
+        "{} confirmed, {refused} refused: both shards should have been tried",
+        confirmed.len()
+    );
+    // Exactly the creates on master 0 were confirmed, and every one of them (a WAIT on
+    // master 1 too would have refused those after the first refusal there).
+    let new_on = |master: usize| -> Result<Vec<String>> {
+        Ok(tasks_on(master)?
+            .difference(&before[master])
+            .cloned()
+            .collect())
+    };
+    let (on_0, on_1) = (new_on(0)?, new_on(1)?);
+    anyhow::ensure!(
+        on_0.len() == confirmed.len() && on_1.len() == refused,
+        "master 0 took {} tasks, master 1 {}; {} were confirmed, {refused} refused",
+        on_0.len(),
+        on_1.len(),
+        confirmed.len()
+    );
+    for id in &confirmed {
+        anyhow::ensure!(
+            on_0.iter().any(|key| key.contains(id.as_str())),
+            "{id} was confirmed but is not on master 0, whose replica ran"
+        );
+    }
+    let id = client.start_task("sleep", json!({"ms": 10})).await?;
+    client.wait_status(&id, "completed", WITHIN).await?;
+    Ok(())
+}

@@ -221,3 +221,109 @@ async fn creates_wait_for_a_replica_and_are_refused_without_one() -> Result<()> 
     }
     Ok(())
 }
+
+/// A promotion while the old primary is still up (`SENTINEL FAILOVER`): until the sentinels
+/// turn it into a replica it takes writes that its resync then throws away, so the store
+/// must not wait for a failing write to move. It hears the sentinels' `+switch-master`
+/// and moves its connections (the shared one and the pooled `WAIT` ones) at once: every
+/// create after the announcement succeeds, on the promoted node, and completes.
+#[tokio::test]
+async fn an_announced_promotion_moves_connections_before_any_write_fails() -> Result<()> {
+    let primary = RedisServer::start()?;
+    let replicas = [
+        RedisServer::start_replica_of(&primary)?,
+        RedisServer::start_replica_of(&primary)?,
+    ];
+    let sentinels = Sentinels::start(&primary, 3)?;
+    sentinels.wait_ready(2, Duration::from_secs(30))?;
+    let synced = Instant::now();
+    while primary
+        .cli(&["INFO", "replication"])?
+        .matches("state=online")
+        .count()
+        < 2
+    {
+        ensure!(
+            synced.elapsed() < Duration::from_secs(20),
+            "the replicas never synced"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let env = [
+        ("MCPT_REDIS_WAIT_REPLICAS", "1".to_owned()),
+        ("MCPT_REDIS_WAIT_TIMEOUT", "1s".to_owned()),
+    ];
+    let gateway = Gateway::start(&sentinels.url(), &env)?;
+    let _worker = Worker::start(&sentinels.url(), &env)?;
+    let client = gateway.client();
+    client.wait_for_tool("sleep").await?;
+    let before = client.start_task("sleep", json!({"ms": 10})).await?;
+    client
+        .wait_status(&before, "completed", Duration::from_secs(20))
+        .await?;
+
+    let reply = sentinels.cli(
+        0,
+        &[
+            "SENTINEL",
+            "FAILOVER",
+            mcp_tasks_tests::sentinel::MASTER_NAME,
+        ],
+    )?;
+    ensure!(reply.trim() == "OK", "SENTINEL FAILOVER: {reply}");
+    let started = Instant::now();
+    let promoted = loop {
+        let port = sentinels.primary_port()?;
+        if port != primary.port() {
+            break port;
+        }
+        ensure!(
+            started.elapsed() < FAILOVER_WITHIN,
+            "the sentinels did not promote a replica"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let node = replicas
+        .iter()
+        .find(|r| r.port() == promoted)
+        .context("a node we did not start was promoted")?;
+    // WAIT 1 needs a replica of the promoted node: the sentinels move the other one (and
+    // the old primary) over after the promotion.
+    while !node.cli(&["INFO", "replication"])?.contains("state=online") {
+        ensure!(
+            started.elapsed() < FAILOVER_WITHIN,
+            "the promoted node never got a replica"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for n in 0..5 {
+        let reply = client
+            .call("sleep", json!({"ms": 10}), &caps_tasks())
+            .await?;
+        let id = reply.body["result"]["taskId"]
+            .as_str()
+            .with_context(|| {
+                format!(
+                    "create {n} after the promotion: {}; gateway log:\n{}",
+                    reply.body,
+                    gateway.process.log_text()
+                )
+            })?
+            .to_owned();
+        client
+            .wait_status(&id, "completed", Duration::from_secs(20))
+            .await?;
+        ensure!(
+            node.task_field(&id, "status")? == "completed",
+            "{id} is not on the promoted node"
+        );
+    }
+    ensure!(
+        gateway
+            .process
+            .log_text()
+            .contains("the sentinels announced a new primary"),
+        "the gateway did not log the announcement"
+    );
+    Ok(())
+}
