@@ -99,14 +99,17 @@ pub(crate) fn origin_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
     is_loopback_host(rest)
 }
 
-/// Whether `Host` names a loopback address (checked when the gateway listens on loopback,
-/// so a DNS-rebound name cannot reach it).
-pub(crate) fn host_allowed(headers: &HeaderMap) -> bool {
-    match headers.get(hyper::header::HOST).map(|h| h.to_str()) {
+/// Whether the host a request names is a loopback address (checked when the gateway
+/// listens on loopback, so a DNS-rebound name cannot reach it): the `Host` header, and the
+/// authority of the target (HTTP/2's `:authority`, which stands for `Host` there; an
+/// HTTP/1 absolute-form target), each when present.
+pub(crate) fn host_allowed(uri: &hyper::Uri, headers: &HeaderMap) -> bool {
+    let header = match headers.get(hyper::header::HOST).map(|h| h.to_str()) {
         None => true,
         Some(Ok(host)) => is_loopback_host(host),
         Some(Err(_)) => false,
-    }
+    };
+    header && uri.authority().is_none_or(|a| is_loopback_host(a.as_str()))
 }
 
 /// `localhost`, `127.x.y.z` or `[::1]`, with an optional port.
@@ -181,12 +184,22 @@ mod tests {
 
     #[test]
     fn hosts() {
+        let path: hyper::Uri = "/mcp".parse().unwrap();
         let mut h = HeaderMap::new();
         h.insert(hyper::header::HOST, "127.0.0.1:8080".parse().unwrap());
-        assert!(host_allowed(&h));
+        assert!(host_allowed(&path, &h));
         h.insert(hyper::header::HOST, "evil.example.com".parse().unwrap());
-        assert!(!host_allowed(&h));
+        assert!(!host_allowed(&path, &h));
         h.insert(hyper::header::HOST, "[::1]:80".parse().unwrap());
-        assert!(host_allowed(&h));
+        assert!(host_allowed(&path, &h));
+        // HTTP/2 (`:authority`, often without `Host`) and absolute-form targets.
+        let none = HeaderMap::new();
+        let evil: hyper::Uri = "http://evil.example.com/mcp".parse().unwrap();
+        let local: hyper::Uri = "http://localhost:8080/mcp".parse().unwrap();
+        assert!(!host_allowed(&evil, &none));
+        assert!(!host_allowed(&evil, &h));
+        assert!(host_allowed(&local, &none));
+        assert!(host_allowed(&local, &h));
+        assert!(host_allowed(&path, &none));
     }
 }

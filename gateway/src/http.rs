@@ -117,7 +117,7 @@ async fn mcp(state: Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
 }
 
 async fn mcp_steps(state: &Arc<State>, req: Request<Incoming>) -> Step<Response<ResBody>> {
-    check_origin_and_host(state, req.headers())?;
+    check_origin_and_host(state, req.uri(), req.headers())?;
     let owner = authenticate(state, req.headers()).await?;
     let session = session_id(req.headers());
     if req.method() == Method::GET || req.method() == Method::DELETE {
@@ -140,11 +140,11 @@ async fn mcp_steps(state: &Arc<State>, req: Request<Incoming>) -> Step<Response<
 }
 
 /// DNS rebinding and cross-site requests are refused before anything else (B-17).
-fn check_origin_and_host(state: &State, headers: &HeaderMap) -> Step<()> {
+fn check_origin_and_host(state: &State, uri: &hyper::Uri, headers: &HeaderMap) -> Step<()> {
     if !headers::origin_allowed(headers, &state.config.allowed_origins) {
         return Err(refuse(StatusCode::FORBIDDEN, "Origin not allowed"));
     }
-    if state.loopback_only && !headers::host_allowed(headers) {
+    if state.loopback_only && !headers::host_allowed(uri, headers) {
         return Err(refuse(
             StatusCode::FORBIDDEN,
             "Host not allowed: this server only answers loopback names",

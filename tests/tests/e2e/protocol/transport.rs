@@ -367,7 +367,8 @@ async fn listed_origin_is_served() -> Result<()> {
 }
 
 /// B-17 (DNS rebinding): a gateway bound to loopback refuses a foreign `Host` with a 4xx,
-/// with or without a foreign `Origin`, and serves its own loopback host names.
+/// with or without a foreign `Origin`, and serves its own loopback host names; over
+/// HTTP/2 the same holds for `:authority` (issue 20, item 7).
 #[tokio::test]
 async fn foreign_host_on_a_loopback_gateway_is_rejected() -> Result<()> {
     let ctx = TestContext::start(1, 0).await?;
@@ -398,6 +399,36 @@ async fn foreign_host_on_a_loopback_gateway_is_rejected() -> Result<()> {
     ] {
         let h = set(headers("server/discover", None), "host", Some(&host));
         ok_result(&client.post_raw(&h, bytes(&body)).await?);
+    }
+    // HTTP/2 names the host in `:authority` (no `Host` header): checked the same way.
+    let stream = tokio::net::TcpStream::connect(ctx.gateways[0].addr).await?;
+    let (mut h2, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await?;
+    tokio::spawn(conn);
+    for (authority, allowed) in [
+        ("evil.example.com".to_owned(), false),
+        (format!("evil.example.com:{port}"), false),
+        (format!("127.0.0.1:{port}"), true),
+    ] {
+        let mut req = hyper::Request::post(format!("http://{authority}/mcp"));
+        for (k, v) in headers("server/discover", None) {
+            if !k.eq_ignore_ascii_case("host") {
+                req = req.header(k, v);
+            }
+        }
+        let req = req.body(http_body_util::Full::new(Bytes::from(bytes(&body))))?;
+        h2.ready().await?;
+        let res = h2.send_request(req).await?;
+        let status = res.status().as_u16();
+        let raw = res.into_body().collect().await?.to_bytes();
+        if allowed {
+            assert_eq!(status, 200, ":authority {authority}: {raw:?}");
+        } else {
+            assert_eq!(status, 403, ":authority {authority}: {raw:?}");
+        }
     }
     ctx.cleanup().await;
     Ok(())
