@@ -60,7 +60,7 @@ pub(super) async fn load(
     if !plausible_session_id(id) {
         return Ok(None);
     }
-    let Some(raw) = state.store.touch_session(id, SESSION_IDLE).await? else {
+    let Some(raw) = state.store.touch_session(id, owner, SESSION_IDLE).await? else {
         return Ok(None);
     };
     let mut session: Session = serde_json::from_str(&raw)

@@ -174,7 +174,7 @@ async fn run(state: Arc<State>, session: Session, tx: mpsc::Sender<Bytes>) {
             () = me.tx.closed() => break,
             () = state.streams_end.cancelled() => break,
             _ = keepalive.tick() => me.tx.send(Bytes::from_static(b": keepalive\n\n")).await.map_err(drop),
-            _ = poll.tick() => match state.store.touch_session(&me.session.id, SESSION_IDLE).await {
+            _ = poll.tick() => match state.store.touch_session(&me.session.id, &me.session.owner, SESSION_IDLE).await {
                 Ok(None) => break,
                 _ => me.refresh().await,
             },

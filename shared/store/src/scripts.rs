@@ -19,6 +19,7 @@ pub(crate) struct Scripts {
     pub(crate) sweep_lease: Script,
     pub(crate) handover: Script,
     pub(crate) listener: Script,
+    pub(crate) touch_session: Script,
     /// Redis Cluster only: the owner's limits, before `create` (another slot).
     pub(crate) limits: Script,
 }
@@ -42,6 +43,7 @@ impl Scripts {
             sweep_lease: Script::new(include_str!("scripts/sweep_lease.lua")),
             handover: Script::new(include_str!("scripts/handover.lua")),
             listener: script(include_str!("scripts/listener.lua")),
+            touch_session: Script::new(include_str!("scripts/touch_session.lua")),
             limits: script(include_str!("scripts/limits.lua")),
         }
     }

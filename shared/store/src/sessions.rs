@@ -19,19 +19,27 @@ impl Store {
         Ok(())
     }
 
-    /// Read a session record and restart its idle timeout, in one command (`GETEX`);
-    /// `None` when it never existed, expired or was ended.
+    /// Read a session record and, when `owner` owns it, restart its idle timeout (one
+    /// script); `None` when it never existed, expired or was ended. Someone else's session
+    /// is read (the caller refuses it) but keeps its timer.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn touch_session(&self, id: &str, ttl: Duration) -> StoreResult<Option<String>> {
+    pub async fn touch_session(
+        &self,
+        id: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> StoreResult<Option<String>> {
         let mut con = self.con.clone();
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-        let record: Option<String> = redis::cmd("GETEX")
-            .arg(keys::session_key(id))
-            .arg("PX")
+        let record: Option<String> = self
+            .scripts
+            .touch_session
+            .key(keys::session_key(id))
             .arg(ttl_ms)
-            .query_async(&mut con)
+            .arg(owner)
+            .invoke_async(&mut con)
             .await?;
         Ok(record)
     }

@@ -124,7 +124,7 @@ async fn a_session_started_on_one_gateway_continues_on_another() -> Result<()> {
 }
 
 /// A session belongs to the principal that started it: another principal using its id gets
-/// the same 404 as an unknown session (tokens authentication).
+/// the same 404 as an unknown session (tokens authentication) and does not keep it alive.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_is_its_principals_only() -> Result<()> {
     let dir = std::env::temp_dir().join(format!("mcpt-legacy-tokens-{}", std::process::id()));
@@ -148,8 +148,24 @@ async fn a_session_is_its_principals_only() -> Result<()> {
     let s = Session::start(&alice, "2025-11-25", json!({})).await?;
     let r = s.request(&alice, 1, "ping", json!({})).await?;
     assert_eq!(r.status, 200, "{}", r.body);
+    // Bob's request does not restart the session's idle timer (issue 20, item 7): its
+    // time to live only goes down; Alice's own request restarts it.
+    let key = mcp_tasks_store::keys::session_key(&s.id);
+    let ttl = || -> Result<i64> { Ok(redis.cli(&["PTTL", &key])?.trim().parse()?) };
+    let before = ttl()?;
+    assert!(before > 0, "PTTL {key}: {before}");
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
     let r = s.request(&bob, 2, "ping", json!({})).await?;
     assert_eq!(r.status, 404, "{}", r.body);
+    let after_bob = ttl()?;
+    assert!(
+        after_bob < before,
+        "Bob's request restarted Alice's idle timer: {before} -> {after_bob} ms"
+    );
+    let r = s.request(&alice, 5, "ping", json!({})).await?;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let after_alice = ttl()?;
+    assert!(after_alice > after_bob, "{after_bob} -> {after_alice} ms");
     let res = bob
         .send_raw(
             "DELETE",
