@@ -54,6 +54,14 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// Read a whole response (its body within [`REQUEST_TIMEOUT`]).
+    ///
+    /// # Errors
+    /// The body fails or does not end in time.
+    pub async fn read(res: hyper::Response<Incoming>) -> Result<Reply> {
+        read_reply(res).await
+    }
+
     /// `error.code`, if the body is an error response.
     pub fn error_code(&self) -> Option<i64> {
         self.body["error"]["code"].as_i64()

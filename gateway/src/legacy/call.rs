@@ -28,6 +28,7 @@ use tokio::sync::mpsc;
 use super::input_request_id;
 use super::session::Session;
 use crate::envelope::Request;
+use crate::handlers::listen::ListenerSlot;
 use crate::error::DispatchError;
 use crate::launch::{self, CancelOnDrop, Launched};
 use crate::reply::{Reply, sse_event};
@@ -182,6 +183,7 @@ pub(super) async fn call(
             deadline,
             name: name.to_owned(),
             remembered: remembered.map(|rid| (session.id.clone(), rid)),
+            _slot: None,
         },
     );
     if accepts_sse {
@@ -244,6 +246,9 @@ pub(super) struct Follow {
     pub(super) name: String,
     /// (session, request id) whose mapping to this task is forgotten at the end.
     pub(super) remembered: Option<(String, String)>,
+    /// The caller's `MCPT_LIMIT_LISTENERS` slot a `tasks/result` stream holds while open
+    /// (never read: dropped with the follower, it is given back).
+    pub(super) _slot: Option<ListenerSlot>,
 }
 
 /// Follow a task until it ends, on a spawned task feeding the returned stream.

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use super::call::{Follow, follow};
 use super::session::Session;
 use crate::envelope::Request;
+use crate::handlers::listen::ListenerSlot;
 use crate::error::DispatchError;
 use crate::handlers::{owner, task_id};
 use crate::reply::Reply;
@@ -66,7 +67,8 @@ pub(super) async fn get(
 
 /// `tasks/result`: the call's own response once the task ends. While it waits, the task's
 /// input requests reach the client on this stream (its answers come back as responses),
-/// with its status changes as `notifications/tasks/status`.
+/// with its status changes as `notifications/tasks/status`. A stream holds one of the
+/// caller's `MCPT_LIMIT_LISTENERS` slots while open.
 pub(super) async fn result(
     state: &Arc<State>,
     req: Request,
@@ -74,6 +76,12 @@ pub(super) async fn result(
     accepts_sse: bool,
 ) -> Result<Reply, DispatchError> {
     let rec = find(state, &req, params).await?;
+    // A stream is held open as long as the task runs: counted like any other.
+    let slot = if accepts_sse {
+        Some(ListenerSlot::take(state, owner(&req)).await?)
+    } else {
+        None
+    };
     // Watch first, then read again inside `follow`: no change slips between.
     let watch = state.hub.watch(&rec.id).await?;
     let mut rx = follow(
@@ -92,6 +100,7 @@ pub(super) async fn result(
             deadline: (!accepts_sse).then(|| Instant::now() + state.config.sync_timeout),
             name: rec.tool.clone(),
             remembered: None,
+            _slot: slot,
         },
     );
     if accepts_sse {

@@ -335,3 +335,108 @@ async fn the_session_stream_carries_status_notifications_from_any_gateway() -> R
     ctx.cleanup().await;
     Ok(())
 }
+
+/// Issue 20, item 5: a 2025 `tasks/result` stream is held open as long as its task runs,
+/// so each holds one of its principal's `MCPT_LIMIT_LISTENERS` slots. With a limit of 100,
+/// 150 streams on a parked task: 100 open, 50 answered -31001 naming the limit; another
+/// principal still opens one; a closed stream's slot comes back.
+#[tokio::test(flavor = "multi_thread")]
+async fn result_streams_count_against_the_listener_limit() -> Result<()> {
+    let dir = std::env::temp_dir().join(format!("mcpt-result-streams-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join("tokens");
+    std::fs::write(
+        &file,
+        "alice alice-token-0123456789abcdef\nbob bob-token-0123456789abcdef0000\n",
+    )?;
+    let env = [
+        ("MCPT_AUTH", "tokens".to_owned()),
+        ("MCPT_AUTH_TOKENS_FILE", file.display().to_string()),
+        ("MCPT_LIMIT_LISTENERS", "100".to_owned()),
+    ];
+    let redis = mcp_tasks_tests::RedisServer::start()?;
+    let gateway = mcp_tasks_tests::Gateway::start(&redis.url(), &env)?;
+    let _worker = mcp_tasks_tests::Worker::start(&redis.url(), &env)?;
+    let base = gateway.client();
+    let alice = base.with_token("alice-token-0123456789abcdef");
+    let bob = base.with_token("bob-token-0123456789abcdef0000");
+    alice.wait_for_tool("ask").await?;
+
+    // A task that waits for an answer nobody gives: its result streams stay open.
+    let parked = |client| async move {
+        let s = Session::start(client, "2025-11-25", json!({"elicitation": {}})).await?;
+        let r = s
+            .request(
+                client,
+                1,
+                "tools/call",
+                json!({"name": "ask", "arguments": {"question": "?"}, "task": {"ttl": 600000}}),
+            )
+            .await?;
+        let id = r.body["result"]["task"]["taskId"]
+            .as_str()
+            .with_context(|| format!("no task: {}", r.body))?
+            .to_owned();
+        anyhow::Ok((s, id))
+    };
+    let (s, id) = parked(&alice).await?;
+    let mut streams = Vec::new();
+    let mut refused = Vec::new();
+    for n in 0..150 {
+        let res = open_result(&alice, &s, &id, 10 + n).await?;
+        if is_stream(&res) {
+            streams.push(res);
+        } else {
+            refused.push(mcp_tasks_tests::Reply::read(res).await?);
+        }
+    }
+    assert_eq!(streams.len(), 100, "streams open at a limit of 100");
+    assert_eq!(refused.len(), 50);
+    // In-band, as every error in a 2025 session (HTTP 200).
+    let r = &refused[0];
+    assert_eq!(r.body["error"]["code"], -31001, "{}", r.body);
+    assert_eq!(r.body["error"]["data"]["limit"], "listeners", "{}", r.body);
+
+    // Bob holds his own slots.
+    let (bs, bid) = parked(&bob).await?;
+    let res = open_result(&bob, &bs, &bid, 1).await?;
+    assert!(is_stream(&res), "Bob's stream");
+
+    // A closed stream gives its slot back.
+    drop(streams.pop());
+    poll_until(WITHIN, || async {
+        let res = open_result(&alice, &s, &id, 500).await.ok()?;
+        is_stream(&res).then_some(res)
+    })
+    .await
+    .context("the closed stream's slot never came back")?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// Whether a response opened an SSE stream (rather than answering with JSON).
+fn is_stream(res: &hyper::Response<hyper::body::Incoming>) -> bool {
+    res.headers()
+        .get("content-type")
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
+}
+
+/// `tasks/result` for `id` on session `s`, as a stream left open (the response as it
+/// arrives).
+async fn open_result(
+    client: &mcp_tasks_tests::Client,
+    s: &Session,
+    id: &str,
+    n: u64,
+) -> Result<hyper::Response<hyper::body::Incoming>> {
+    let body =
+        json!({"jsonrpc": "2.0", "id": n, "method": "tasks/result", "params": {"taskId": id}});
+    client
+        .send_raw(
+            "POST",
+            "/mcp",
+            &s.headers(),
+            serde_json::to_vec(&body)?.into(),
+        )
+        .await
+}
