@@ -137,10 +137,28 @@ pub(crate) async fn initialize(
         owner,
     };
     let record = serde_json::to_string(&session).unwrap_or_default();
-    if let Err(e) = state.store.put_session(&sid, &record, SESSION_IDLE).await {
-        let e = DispatchError::from(e);
-        tracing::warn!(error = %e, "cannot store a session");
-        return e.response(Era::Legacy, Some(&id));
+    let most = state.config.limits.sessions;
+    match state
+        .store
+        .open_session(&session.owner, &sid, &record, SESSION_IDLE, most)
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => {
+            return DispatchError::Limited {
+                message: format!(
+                    "Too many open sessions: at most {most} per caller (MCPT_LIMIT_SESSIONS); end one with DELETE or let one lapse"
+                ),
+                limit: "sessions",
+                max: most,
+            }
+            .response(Era::Legacy, Some(&id));
+        }
+        Err(e) => {
+            let e = DispatchError::from(e);
+            tracing::warn!(error = %e, "cannot store a session");
+            return e.response(Era::Legacy, Some(&id));
+        }
     }
     let mut caps = json!({ "tools": { "listChanged": false } });
     if session.has_tasks() {

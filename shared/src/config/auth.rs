@@ -46,6 +46,13 @@ pub const ENV_LIMIT_LISTENERS: &str = "MCPT_LIMIT_LISTENERS";
 /// Default open streams per principal.
 pub const DEFAULT_LIMIT_LISTENERS: u32 = 100;
 
+/// 2025 sessions one principal may hold open (0: no limit).
+pub const ENV_LIMIT_SESSIONS: &str = "MCPT_LIMIT_SESSIONS";
+
+/// Default open 2025 sessions per principal: each keeps up to 4 KiB of capabilities for
+/// a day of idleness.
+pub const DEFAULT_LIMIT_SESSIONS: u32 = 100;
+
 /// Most `taskIds` in one `subscriptions/listen`.
 pub const ENV_MAX_LISTEN_TASKS: &str = "MCPT_MAX_LISTEN_TASKS";
 
@@ -103,6 +110,8 @@ pub struct Limits {
     pub active_tasks: u32,
     /// `MCPT_LIMIT_LISTENERS`, default 100.
     pub listeners: u32,
+    /// `MCPT_LIMIT_SESSIONS`, default 100.
+    pub sessions: u32,
     /// `MCPT_MAX_LISTEN_TASKS`, default 1000.
     pub listen_tasks: usize,
     /// `MCPT_MAX_ARGS_BYTES`, default 256 KiB.
@@ -220,6 +229,13 @@ impl Limits {
                 src,
                 ENV_LIMIT_LISTENERS,
                 default(DEFAULT_LIMIT_LISTENERS),
+                COUNT,
+                count,
+            )?,
+            sessions: parsed(
+                src,
+                ENV_LIMIT_SESSIONS,
+                default(DEFAULT_LIMIT_SESSIONS),
                 COUNT,
                 count,
             )?,

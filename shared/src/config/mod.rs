@@ -249,12 +249,14 @@ mod tests {
         assert_eq!(none.auth.mode, AuthMode::None);
         // Without authentication the per-caller limits would be global: off unless set.
         assert_eq!(none.limits.active_tasks, 0);
+        assert_eq!(none.limits.sessions, 0);
         let src = HashMap::from([(ENV_AUTH, "tokens")]);
         let err = GatewayConfig::from_source(&src).unwrap_err();
         assert_eq!(err.var, ENV_AUTH_TOKENS_FILE);
         let src = HashMap::from([(ENV_AUTH, "tokens"), (ENV_AUTH_TOKENS_FILE, "/etc/t")]);
         let tokens = GatewayConfig::from_source(&src).unwrap();
         assert_eq!(tokens.limits.active_tasks, DEFAULT_LIMIT_ACTIVE_TASKS);
+        assert_eq!(tokens.limits.sessions, DEFAULT_LIMIT_SESSIONS);
         let src = HashMap::from([
             (ENV_AUTH, "jwt"),
             (ENV_AUTH_JWKS, "https://idp/jwks"),

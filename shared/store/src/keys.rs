@@ -46,6 +46,12 @@ pub fn active_key(owner: &str) -> String {
     format!("mcpt:active:{{{owner}}}")
 }
 
+/// `mcpt:sessions:{OWNER}` — an owner's open 2025 sessions (`MCPT_LIMIT_SESSIONS`), scored
+/// by when they were opened.
+pub fn sessions_key(owner: &str) -> String {
+    format!("mcpt:sessions:{{{owner}}}")
+}
+
 /// `mcpt:listeners:{OWNER}` — an owner's open notification streams, scored by when their
 /// hold lapses.
 pub fn listeners_key(owner: &str) -> String {

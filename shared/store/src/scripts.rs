@@ -20,6 +20,7 @@ pub(crate) struct Scripts {
     pub(crate) handover: Script,
     pub(crate) listener: Script,
     pub(crate) touch_session: Script,
+    pub(crate) session_slot: Script,
     /// Redis Cluster only: the owner's limits, before `create` (another slot).
     pub(crate) limits: Script,
 }
@@ -44,6 +45,7 @@ impl Scripts {
             handover: Script::new(include_str!("scripts/handover.lua")),
             listener: script(include_str!("scripts/listener.lua")),
             touch_session: Script::new(include_str!("scripts/touch_session.lua")),
+            session_slot: script(include_str!("scripts/session_slot.lua")),
             limits: script(include_str!("scripts/limits.lua")),
         }
     }

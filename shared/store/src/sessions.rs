@@ -7,16 +7,82 @@ use redis::AsyncCommands;
 
 use crate::{Store, StoreResult, keys};
 
+/// How long an owner's count of open sessions is kept after its latest session opened:
+/// past the longest a session is commonly kept alive, so a count is not lost while its
+/// sessions live.
+const SESSIONS_KEPT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// `d` in whole milliseconds, at least 1 (Redis refuses a zero expiry).
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1)
+}
+
 impl Store {
-    /// Store a 2025-era session record for `ttl` (idle timeout).
+    /// Store 2025-era session `id`'s record for `ttl` (idle timeout), counted among
+    /// `owner`'s open sessions; `false`, with nothing stored, when the owner already has
+    /// `most` open (0: no limit).
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn put_session(&self, id: &str, record: &str, ttl: Duration) -> StoreResult<()> {
+    pub async fn open_session(
+        &self,
+        owner: &str,
+        id: &str,
+        record: &str,
+        ttl: Duration,
+        most: u32,
+    ) -> StoreResult<bool> {
+        // Sessions end without telling (they lapse): the count is made exact only when it
+        // refuses, by dropping the ones that are gone, as the unfinished-task count is.
+        if most > 0
+            && !self.count_session(owner, id, most).await?
+            && (self.prune_sessions(owner).await? == 0
+                || !self.count_session(owner, id, most).await?)
+        {
+            return Ok(false);
+        }
         let mut con = self.con.clone();
-        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-        let _: () = con.pset_ex(keys::session_key(id), record, ttl_ms).await?;
-        Ok(())
+        let _: () = con
+            .pset_ex(keys::session_key(id), record, ms(ttl).unsigned_abs())
+            .await?;
+        Ok(true)
+    }
+
+    async fn count_session(&self, owner: &str, id: &str, most: u32) -> StoreResult<bool> {
+        let mut con = self.con.clone();
+        let counted: i64 = self
+            .scripts
+            .session_slot
+            .key(keys::sessions_key(owner))
+            .arg(id)
+            .arg(most)
+            .arg(ms(SESSIONS_KEPT))
+            .invoke_async(&mut con)
+            .await?;
+        Ok(counted == 1)
+    }
+
+    /// Drop the sessions that ended or lapsed from `owner`'s count; returns how many left.
+    async fn prune_sessions(&self, owner: &str) -> StoreResult<usize> {
+        let key = keys::sessions_key(owner);
+        let mut con = self.con.clone();
+        let ids: Vec<String> = con.zrange(&key, 0, -1).await?;
+        // One command per session, sent together (each is in its own slot in a cluster).
+        let checks = ids.iter().map(|id| {
+            let mut con = self.con.clone();
+            async move { con.exists::<_, bool>(keys::session_key(id)).await }
+        });
+        let alive = futures_util::future::try_join_all(checks).await?;
+        let gone: Vec<&String> = ids
+            .iter()
+            .zip(&alive)
+            .filter(|(_, alive)| !**alive)
+            .map(|(id, _)| id)
+            .collect();
+        if !gone.is_empty() {
+            let _: () = con.zrem(&key, &gone).await?;
+        }
+        Ok(gone.len())
     }
 
     /// Read a session record and, when `owner` owns it, restart its idle timeout (one
@@ -32,7 +98,7 @@ impl Store {
         ttl: Duration,
     ) -> StoreResult<Option<String>> {
         let mut con = self.con.clone();
-        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let ttl_ms = ms(ttl);
         let record: Option<String> = self
             .scripts
             .touch_session
@@ -44,11 +110,11 @@ impl Store {
         Ok(record)
     }
 
-    /// End a session; `false` when there was none.
+    /// End `owner`'s session `id`; `false` when there was none.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn end_session(&self, id: &str) -> StoreResult<bool> {
+    pub async fn end_session(&self, owner: &str, id: &str) -> StoreResult<bool> {
         let mut con = self.con.clone();
         let (removed,): (u64,) = redis::pipe()
             .del(keys::session_key(id))
@@ -56,6 +122,8 @@ impl Store {
             .ignore()
             .query_async(&mut con)
             .await?;
+        // Another slot in a cluster: a command of its own.
+        let _: () = con.zrem(keys::sessions_key(owner), id).await?;
         Ok(removed > 0)
     }
 
@@ -76,7 +144,6 @@ impl Store {
     ) -> StoreResult<()> {
         let set = keys::session_tasks_key(session_id);
         let listed = keys::listed_key(scope);
-        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1);
         // Two keys of two slots: one pipeline each (a cluster refuses a cross-slot one), sent
         // together.
         let (mut a, mut b) = (self.con.clone(), self.con.clone());
@@ -106,7 +173,7 @@ impl Store {
     /// Redis unavailable.
     pub async fn session_tasks(&self, session_id: &str, ttl: Duration) -> StoreResult<Vec<String>> {
         let set = keys::session_tasks_key(session_id);
-        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1);
+        let ttl_ms = ms(ttl);
         let mut con = self.con.clone();
         let (ids,): (Vec<String>,) = redis::pipe()
             .smembers(&set)
@@ -148,9 +215,13 @@ impl Store {
         ttl: Duration,
     ) -> StoreResult<()> {
         let mut con = self.con.clone();
-        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let ttl_ms = ms(ttl);
         let _: () = con
-            .pset_ex(keys::call_key(session_id, request_id), task_id, ttl_ms)
+            .pset_ex(
+                keys::call_key(session_id, request_id),
+                task_id,
+                ttl_ms.unsigned_abs(),
+            )
             .await?;
         Ok(())
     }

@@ -187,3 +187,89 @@ async fn a_session_is_its_principals_only() -> Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
+
+/// Issue 20, item 2: 2025 sessions are counted per principal (`MCPT_LIMIT_SESSIONS`).
+/// Over the limit, `initialize` is answered -31001 naming the limit and nothing is stored;
+/// another principal is not limited; a session ended with `DELETE`, or one that lapsed,
+/// gives its place back.
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_per_principal_are_limited_and_recover() -> Result<()> {
+    let dir = std::env::temp_dir().join(format!("mcpt-session-limit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join("tokens");
+    std::fs::write(
+        &file,
+        "alice alice-token-0123456789abcdef\nbob bob-token-0123456789abcdef0000\n",
+    )?;
+    let env = [
+        ("MCPT_AUTH", "tokens".to_owned()),
+        ("MCPT_AUTH_TOKENS_FILE", file.display().to_string()),
+        ("MCPT_LIMIT_SESSIONS", "3".to_owned()),
+    ];
+    let redis = mcp_tasks_tests::RedisServer::start()?;
+    let gateway = mcp_tasks_tests::Gateway::start(&redis.url(), &env)?;
+    let base = gateway.client();
+    let alice = base.with_token("alice-token-0123456789abcdef");
+    let bob = base.with_token("bob-token-0123456789abcdef0000");
+    let sessions_in_redis = || -> Result<usize> {
+        Ok(redis
+            .cli(&["--scan", "--pattern", "mcpt:session:*"])?
+            .lines()
+            .count())
+    };
+
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        open.push(Session::start(&alice, "2025-11-25", json!({})).await?);
+    }
+    let refused = initialize(&alice).await?;
+    assert_eq!(refused.body["error"]["code"], -31001, "{}", refused.body);
+    assert_eq!(refused.body["error"]["data"]["limit"], "sessions");
+    let message = refused.body["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("at most 3") && message.contains("MCPT_LIMIT_SESSIONS"),
+        "{message}"
+    );
+    assert!(refused.headers.get("mcp-session-id").is_none());
+    assert_eq!(
+        sessions_in_redis()?,
+        3,
+        "a refused initialize stored nothing"
+    );
+
+    // Bob is not limited by Alice's sessions.
+    Session::start(&bob, "2025-11-25", json!({})).await?;
+
+    // An ended session gives its place back.
+    let ended = open.pop().context("three")?;
+    let res = alice
+        .send_raw(
+            "DELETE",
+            "/mcp",
+            &[("mcp-session-id", &ended.id)],
+            Default::default(),
+        )
+        .await?;
+    assert_eq!(res.status(), 204);
+    open.push(Session::start(&alice, "2025-11-25", json!({})).await?);
+    assert_eq!(initialize(&alice).await?.body["error"]["code"], -31001);
+
+    // So does one that lapsed (its record expired: here, deleted behind the server's back).
+    let lapsed = open.pop().context("three")?;
+    redis.cli(&["DEL", &mcp_tasks_store::keys::session_key(&lapsed.id)])?;
+    Session::start(&alice, "2025-11-25", json!({})).await?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// A raw 2025 `initialize` by `client`.
+async fn initialize(client: &Client) -> Result<mcp_tasks_tests::Reply> {
+    let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw-2025", "version": "1"}}});
+    client
+        .post_raw(&base_headers(), serde_json::to_vec(&body)?)
+        .await
+}
