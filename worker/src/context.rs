@@ -8,7 +8,9 @@ use mcp_tasks_protocol::tasks::InputRequest;
 use mcp_tasks_shared::metrics;
 use mcp_tasks_store::{Ask, Store, StoreError, TaskRecord};
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::watch;
+
+use crate::runner::share::{Slot, Slots};
 use tokio_util::sync::CancellationToken;
 
 use crate::tool::ToolError;
@@ -30,8 +32,8 @@ struct Inner {
     /// Fired when the client cancelled the task (or it stopped otherwise).
     stop: CancellationToken,
     /// The concurrency slot; given back while the task waits for input.
-    permit: std::sync::Mutex<Option<OwnedSemaphorePermit>>,
-    slots: Arc<Semaphore>,
+    slot: std::sync::Mutex<Option<Slot>>,
+    slots: Slots,
     parked: Arc<std::sync::atomic::AtomicBool>,
     queue: String,
     owner: String,
@@ -74,8 +76,8 @@ pub(crate) struct ContextParts {
     pub(crate) pre: serde_json::Map<String, Value>,
     pub(crate) latest: watch::Receiver<Option<TaskRecord>>,
     pub(crate) stop: CancellationToken,
-    pub(crate) permit: OwnedSemaphorePermit,
-    pub(crate) slots: Arc<Semaphore>,
+    pub(crate) slot: Slot,
+    pub(crate) slots: Slots,
     /// Set while the handler waits for input.
     pub(crate) parked: Arc<std::sync::atomic::AtomicBool>,
     /// The job's queue (a metric attribute).
@@ -153,7 +155,7 @@ impl TaskContext {
                 pre: parts.pre,
                 latest: parts.latest,
                 stop: parts.stop,
-                permit: std::sync::Mutex::new(Some(parts.permit)),
+                slot: std::sync::Mutex::new(Some(parts.slot)),
                 slots: parts.slots,
                 parked: parts.parked,
                 queue: parts.queue,
@@ -318,8 +320,8 @@ impl TaskContext {
             return Ok(answers);
         }
         // Parked: give the concurrency slot back while the client thinks (ARCHITECTURE.md).
-        let permit = i.permit.lock().ok().and_then(|mut p| p.take());
-        drop(permit);
+        let slot = i.slot.lock().ok().and_then(|mut p| p.take());
+        drop(slot);
         let _parked = Parked::set(&i.parked, &i.queue);
         let mut latest = i.latest.clone();
         let answers = loop {
@@ -366,14 +368,13 @@ impl TaskContext {
             }
         };
         drop(_parked);
-        let permit = i
+        let slot = i
             .slots
-            .clone()
-            .acquire_owned()
+            .acquire(&i.owner)
             .await
             .map_err(|_| ToolError::Stopped)?;
-        if let Ok(mut slot) = i.permit.lock() {
-            *slot = Some(permit);
+        if let Ok(mut held) = i.slot.lock() {
+            *held = Some(slot);
         }
         Ok(answers)
     }

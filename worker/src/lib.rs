@@ -157,7 +157,10 @@ pub async fn run_with_admin(
         tools: by_name,
         queues: config.queues.clone(),
         consumer,
-        slots: Arc::new(Semaphore::new(config.concurrency)),
+        slots: runner::share::Slots {
+            semaphore: Arc::new(Semaphore::new(config.concurrency)),
+            shares: runner::share::Shares::new(config.concurrency, config.fair_share),
+        },
         tracker: tracker.clone(),
         claims: claims::Claims::default(),
         lease: config.lease,

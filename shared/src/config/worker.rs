@@ -9,6 +9,13 @@ pub const ENV_CONCURRENCY: &str = "MCPT_CONCURRENCY";
 /// Default concurrency.
 pub const DEFAULT_CONCURRENCY: usize = 32;
 
+/// The most of a worker's slots one principal's tasks hold while another principal's
+/// tasks wait in the queue, as a share (0.01 to 1; 1 turns it off).
+pub const ENV_FAIR_SHARE: &str = "MCPT_FAIR_SHARE";
+
+/// Default fair share: half of a worker's slots.
+pub const DEFAULT_FAIR_SHARE: f64 = 0.5;
+
 /// Comma-separated queues a worker serves.
 pub const ENV_QUEUES: &str = "MCPT_QUEUES";
 
@@ -66,6 +73,9 @@ pub struct WorkerConfig {
     pub replication: Replication,
     /// `MCPT_CONCURRENCY`, default 32: jobs running at once.
     pub concurrency: usize,
+    /// `MCPT_FAIR_SHARE`, default 0.5: the share of `concurrency` one principal holds
+    /// while others wait (1: no bound).
+    pub fair_share: f64,
     /// `MCPT_QUEUES`, default `default`.
     pub queues: Vec<String>,
     /// `MCPT_TOOLS`, default `demo`: built-in packs to offer.
@@ -119,6 +129,13 @@ impl WorkerConfig {
                 DEFAULT_CONCURRENCY,
                 "an integer from 1 to 10000",
                 |s| s.parse().ok().filter(|n| (1..=10_000).contains(n)),
+            )?,
+            fair_share: parsed(
+                src,
+                ENV_FAIR_SHARE,
+                DEFAULT_FAIR_SHARE,
+                "a share of the slots from 0.01 to 1, like 0.5 (1: off)",
+                |s| s.parse().ok().filter(|f| (0.01..=1.0).contains(f)),
             )?,
             queues: parsed(
                 src,

@@ -48,6 +48,20 @@ pub struct Delivery {
     pub job: Result<Job, String>,
     /// Delivered for the first time (read as new), not reclaimed from another worker.
     pub fresh: bool,
+    /// When the job was first queued (ms since the epoch), for a job moved to the end of
+    /// its queue ([`Store::defer`]); `None`: when this entry was added (its id).
+    pub queued_ms: Option<i64>,
+}
+
+impl Delivery {
+    /// When the job was first queued (ms since the epoch, Redis' clock).
+    pub fn queued_at(&self) -> Option<i64> {
+        self.queued_ms.or_else(|| {
+            self.entry
+                .split_once('-')
+                .and_then(|(ms, _)| ms.parse().ok())
+        })
+    }
 }
 
 /// Outcome of [`Store::start`].
@@ -267,6 +281,29 @@ impl Store {
         self.claim_ids(stream, consumer, entries, None).await
     }
 
+    /// Fair share: move `d`'s job, not started, to the end of its queue when another
+    /// owner's job waits within the next `window` entries (its owner already holds its
+    /// share of the worker's slots); `true` when moved, and the caller runs nothing. The
+    /// task itself does not change (status, version, creation time).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn defer(&self, d: &Delivery, window: usize) -> StoreResult<bool> {
+        let mut con = self.con.clone();
+        let moved: i64 = self
+            .scripts
+            .defer
+            .key(self.layout.task_key(&d.task_id, &d.owner))
+            .key(&d.stream)
+            .arg(&d.entry)
+            .arg(&d.owner)
+            .arg(keys::GROUP)
+            .arg(window)
+            .invoke_async(&mut con)
+            .await?;
+        Ok(moved == 1)
+    }
+
     /// Give `entries` (of the tasks whose hashes are `task_keys`) up at once: mark them idle for `lease`, so the next sweep
     /// by any worker reclaims them without waiting out the lease (graceful shutdown), and
     /// count the hand-over on each task (`handovers`) so it is not an interrupted run.
@@ -404,6 +441,7 @@ pub(crate) fn delivery(
                 .filter(|o| !o.is_empty())
         })
         .unwrap_or_else(|| mcp_tasks_protocol::meta::ANONYMOUS_OWNER.to_owned());
+    let queued_ms = entry.get::<String>("queued").and_then(|ms| ms.parse().ok());
     Delivery {
         queue: queue.to_owned(),
         stream: stream.to_owned(),
@@ -412,5 +450,6 @@ pub(crate) fn delivery(
         owner,
         job,
         fresh,
+        queued_ms,
     }
 }

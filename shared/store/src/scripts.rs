@@ -21,6 +21,7 @@ pub(crate) struct Scripts {
     pub(crate) listener: Script,
     pub(crate) touch_session: Script,
     pub(crate) session_slot: Script,
+    pub(crate) defer: Script,
     /// Redis Cluster only: the owner's limits, before `create` (another slot).
     pub(crate) limits: Script,
 }
@@ -46,6 +47,7 @@ impl Scripts {
             listener: script(include_str!("scripts/listener.lua")),
             touch_session: Script::new(include_str!("scripts/touch_session.lua")),
             session_slot: script(include_str!("scripts/session_slot.lua")),
+            defer: Script::new(include_str!("scripts/defer.lua")),
             limits: script(include_str!("scripts/limits.lua")),
         }
     }

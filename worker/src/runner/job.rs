@@ -11,7 +11,7 @@ use mcp_tasks_shared::metrics;
 use mcp_tasks_store::events::{EventHub, TaskEvent, Watch};
 use mcp_tasks_store::record::EXPIRED;
 use mcp_tasks_store::{Delivery, Finish, Job, Start, Store, TaskRecord, Write};
-use tokio::sync::{OwnedSemaphorePermit, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::CallToolResult;
@@ -27,7 +27,7 @@ impl Runner {
     pub(super) async fn run_job(
         self: Arc<Self>,
         d: Delivery,
-        permit: OwnedSemaphorePermit,
+        slot: share::Slot,
         parked: Arc<AtomicBool>,
     ) {
         let _held = HeldGuard(self.clone(), d.stream.clone(), d.entry.clone());
@@ -39,7 +39,7 @@ impl Runner {
         };
         tracing::Span::current().record("tool.name", job.tool.as_str());
         // `_live` lasts until the outcome is written, as the job's slot does.
-        let Some((fence, outcome, _live)) = self.run(&d, &job, tool.as_ref(), permit, parked).await
+        let Some((fence, outcome, _live)) = self.run(&d, &job, tool.as_ref(), slot, parked).await
         else {
             return;
         };
@@ -84,7 +84,7 @@ impl Runner {
         d: &Delivery,
         job: &Job,
         tool: &dyn Tool,
-        permit: OwnedSemaphorePermit,
+        slot: share::Slot,
         parked: Arc<AtomicBool>,
     ) -> Option<(u64, Outcome, Live)> {
         let wanted = Arc::new(tokio::sync::Notify::new());
@@ -99,7 +99,7 @@ impl Runner {
             pre: job.pre.clone(),
             latest: latest_rx.clone(),
             stop: stop.clone(),
-            permit,
+            slot,
             slots: self.slots.clone(),
             parked,
             queue: d.queue.clone(),
@@ -107,7 +107,8 @@ impl Runner {
             max_inputs: self.max_input_requests,
         });
         let mut call = tool.call(ctx, job.args.clone());
-        let young = entry_millis(&d.entry).is_some_and(|c| now_millis() - c <= YOUNG_MS);
+        // Moved to the end of its queue (fair share): as old as when it was first queued.
+        let young = d.queued_at().is_some_and(|c| now_millis() - c <= YOUNG_MS);
         let mut early = None;
         if d.fresh && young {
             tokio::select! {
@@ -272,7 +273,7 @@ struct Live {
 /// Record how long a fresh job waited in its queue.
 fn record_queue_wait(d: &Delivery) {
     if d.fresh
-        && let Some(created) = entry_millis(&d.entry)
+        && let Some(created) = d.queued_at()
     {
         let wait_ms = (now_millis() - created).max(0);
         tracing::Span::current().record("queue.wait_ms", wait_ms);

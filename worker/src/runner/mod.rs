@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use mcp_tasks_shared::metrics;
 use mcp_tasks_store::events::EventHub;
 use mcp_tasks_store::{Delivery, READ_BLOCK, Store};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument as _;
@@ -19,6 +19,9 @@ use crate::claims::Claims;
 use crate::tool::Tool;
 
 mod job;
+pub(crate) mod share;
+
+use share::Slots;
 
 /// Most jobs taken in one read.
 const MAX_BATCH: usize = 64;
@@ -46,7 +49,8 @@ pub(crate) struct Runner {
     pub(crate) tools: HashMap<String, Arc<dyn Tool>>,
     pub(crate) queues: Vec<String>,
     pub(crate) consumer: String,
-    pub(crate) slots: Arc<Semaphore>,
+    /// The concurrency slots, counted per owner for the fair share.
+    pub(crate) slots: Slots,
     pub(crate) tracker: TaskTracker,
     pub(crate) claims: Claims,
     /// Claim lifetime without renewal (`MCPT_LEASE`).
@@ -72,11 +76,11 @@ impl Runner {
         while !shutdown.is_cancelled() {
             let first = tokio::select! {
                 () = shutdown.cancelled() => break,
-                p = self.slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+                p = self.slots.semaphore.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
             };
             let mut permits = vec![first];
             while permits.len() < MAX_BATCH {
-                match self.slots.clone().try_acquire_owned() {
+                match self.slots.semaphore.clone().try_acquire_owned() {
                     Ok(p) => permits.push(p),
                     Err(_) => break,
                 }
@@ -137,6 +141,11 @@ impl Runner {
                     tracing::error!("more jobs delivered than slots in hand");
                     break;
                 };
+                if self.defer(&d).await {
+                    // Moved behind another owner's job: the slot reads on.
+                    drop(permit);
+                    continue;
+                }
                 self.dispatch(d, permit);
             }
         }
@@ -212,8 +221,34 @@ impl Runner {
         more
     }
 
+    /// Fair share (see [`share`]): whether fresh job `d` was moved to the end of its queue
+    /// because its owner holds its share of the slots and another owner's job waits.
+    async fn defer(&self, d: &Delivery) -> bool {
+        let Some(shares) = &self.slots.shares else {
+            return false;
+        };
+        if !d.fresh || !shares.full(&d.owner) || shares.quiet(&d.stream) {
+            return false;
+        }
+        match self.store.defer(d, share::WINDOW).await {
+            Ok(true) => {
+                tracing::debug!(task.id = %d.task_id, "moved behind another principal's job (fair share)");
+                true
+            }
+            Ok(false) => {
+                shares.note_quiet(&d.stream);
+                false
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot defer a job; running it");
+                false
+            }
+        }
+    }
+
     /// Run a delivered (or reclaimed) job in its own task, holding its claim meanwhile.
     fn dispatch(self: &Arc<Self>, d: Delivery, permit: OwnedSemaphorePermit) {
+        let slot = self.slots.slot(permit, &d.owner);
         let parked = Arc::new(AtomicBool::new(false));
         let (stream, entry) = (d.stream.clone(), d.entry.clone());
         if !self.claims.hold(
@@ -241,7 +276,7 @@ impl Runner {
         let this = self.clone();
         let handle = self
             .tracker
-            .spawn(async move { this.run_job(d, permit, parked).await }.instrument(span));
+            .spawn(async move { this.run_job(d, slot, parked).await }.instrument(span));
         self.claims
             .set_abort(&stream, &entry, handle.abort_handle());
     }

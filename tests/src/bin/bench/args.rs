@@ -110,6 +110,10 @@ pub(crate) struct Args {
     /// MCPT_CONCURRENCY of the worker it starts
     #[arg(long, value_name = "N", default_value = "64", value_parser = cli::at_least(1usize))]
     pub(crate) worker_concurrency: usize,
+    /// MCPT_FAIR_SHARE of the worker it starts (1: off); the bench is one
+    /// principal, so this measures what the fair share costs a principal alone
+    #[arg(long, value_name = "S", default_value = "0.5", verbatim_doc_comment)]
+    pub(crate) fair_share: String,
     /// requests per redis-benchmark test (0 skips)
     #[arg(long, value_name = "N", default_value_t = 200_000)]
     pub(crate) redis_benchmark: u64,

@@ -310,6 +310,7 @@ pub(crate) fn write(
             "wait_replicas": args.wait_replicas,
             "queue_shards": stack.shards,
             "worker_concurrency": if env.own { json!(args.worker_concurrency) } else { Value::Null },
+            "fair_share": if env.own { json!(args.fair_share) } else { Value::Null },
         },
         "settings": {
             "clients": args.clients.0,

@@ -97,6 +97,7 @@ impl Stack {
         let mut wenv = vec![
             ("MCPT_TOOLS", "demo".to_owned()),
             ("MCPT_CONCURRENCY", a.worker_concurrency.to_string()),
+            ("MCPT_FAIR_SHARE", a.fair_share.clone()),
         ];
         wenv.extend(limits_off.iter().cloned());
         let worker = Worker::start(&url, &wenv).context("starting mcp-tasks-worker")?;

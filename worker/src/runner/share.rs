@@ -1,0 +1,178 @@
+//! Fair share of a worker's slots (`MCPT_FAIR_SHARE`): while another principal's job waits
+//! in the queue, one principal's tasks hold at most a share of the slots.
+//!
+//! A queue is one stream, first in first out: a principal that queued 60 long tasks would
+//! otherwise hold every slot until its backlog drained, and another principal's task
+//! queued behind them would wait as long. So when a fresh job's owner already holds its
+//! share of this worker's slots, the store looks at the entries behind the job
+//! ([`Store::defer`](mcp_tasks_store::Store::defer), one script): when another owner's
+//! job is among them, the job moves to the end of the queue unstarted and the slot reads
+//! on, reaching the other owner's job after at most the jobs in front of it. With no
+//! other owner waiting the job runs at once, and the stream is not looked at again for
+//! [`QUIET`]: a principal alone keeps every slot at almost no cost.
+//!
+//! Slots given back while a task waits for input ([`Slot`] is dropped) leave the share
+//! too: a parked task holds neither. Running tools are never stopped for fairness: a
+//! principal alone may hold every slot, and another principal's job then takes the first
+//! slot that frees, ahead of the backlog.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
+
+/// How many entries behind a job are looked at for another owner's.
+pub(crate) const WINDOW: usize = 1000;
+
+/// How long a stream found with no other owner waiting is not looked at again.
+/// Short: a job of another owner queued meanwhile is seen at the next free slot after it.
+const QUIET: Duration = Duration::from_millis(20);
+
+/// The slots each owner holds on this worker, and the streams recently found quiet.
+pub(crate) struct Shares {
+    /// The most slots one owner holds while others wait.
+    most: usize,
+    held: Mutex<HashMap<String, usize>>,
+    quiet: Mutex<HashMap<String, Instant>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Counters only: a panic elsewhere leaves nothing half-done.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shares {
+    /// `share` of `concurrency` slots (at least one) per owner; `None` (no bound) for a
+    /// share of 1.
+    pub(crate) fn new(concurrency: usize, share: f64) -> Option<Arc<Shares>> {
+        if share >= 1.0 {
+            return None;
+        }
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss,
+            reason = "a share of a slot count up to 10,000"
+        )]
+        let most = ((concurrency as f64) * share).ceil().max(1.0) as usize;
+        Some(Arc::new(Shares {
+            most,
+            held: Mutex::default(),
+            quiet: Mutex::default(),
+        }))
+    }
+
+    /// Whether `owner` already holds its share.
+    pub(crate) fn full(&self, owner: &str) -> bool {
+        lock(&self.held).get(owner).copied().unwrap_or(0) >= self.most
+    }
+
+    /// Whether `stream` was found with no other owner waiting a moment ago.
+    pub(crate) fn quiet(&self, stream: &str) -> bool {
+        lock(&self.quiet)
+            .get(stream)
+            .is_some_and(|until| Instant::now() < *until)
+    }
+
+    /// `stream` has no other owner's job waiting: do not look again for a moment.
+    pub(crate) fn note_quiet(&self, stream: &str) {
+        let mut quiet = lock(&self.quiet);
+        let now = Instant::now();
+        quiet.retain(|_, until| *until > now);
+        quiet.insert(stream.to_owned(), now + QUIET);
+    }
+
+    fn hold(self: &Arc<Self>, owner: &str) -> ShareGuard {
+        *lock(&self.held).entry(owner.to_owned()).or_default() += 1;
+        ShareGuard {
+            shares: self.clone(),
+            owner: owner.to_owned(),
+        }
+    }
+}
+
+/// One slot of an owner's share; given back on drop.
+struct ShareGuard {
+    shares: Arc<Shares>,
+    owner: String,
+}
+
+impl Drop for ShareGuard {
+    fn drop(&mut self) {
+        let mut held = lock(&self.shares.held);
+        if let Some(n) = held.get_mut(&self.owner) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                held.remove(&self.owner);
+            }
+        }
+    }
+}
+
+/// A concurrency slot held for one owner's job; given back on drop.
+pub(crate) struct Slot {
+    _permit: OwnedSemaphorePermit,
+    _share: Option<ShareGuard>,
+}
+
+/// Where a job's slots come from: the worker's semaphore, counted per owner.
+#[derive(Clone)]
+pub(crate) struct Slots {
+    pub(crate) semaphore: Arc<Semaphore>,
+    pub(crate) shares: Option<Arc<Shares>>,
+}
+
+impl Slots {
+    /// `permit`, taken for `owner`'s job.
+    pub(crate) fn slot(&self, permit: OwnedSemaphorePermit, owner: &str) -> Slot {
+        Slot {
+            _permit: permit,
+            _share: self.shares.as_ref().map(|s| s.hold(owner)),
+        }
+    }
+
+    /// Wait for a free slot for `owner`'s job (a task resuming after input).
+    pub(crate) async fn acquire(&self, owner: &str) -> Result<Slot, AcquireError> {
+        let permit = self.semaphore.clone().acquire_owned().await?;
+        Ok(self.slot(permit, owner))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_owner_is_full_at_its_share_and_slots_given_back_leave_it() {
+        let shares = Shares::new(8, 0.5).expect("bounded");
+        let slots = Slots {
+            semaphore: Arc::new(Semaphore::new(8)),
+            shares: Some(shares.clone()),
+        };
+        let mut alice = Vec::new();
+        for _ in 0..4 {
+            assert!(!shares.full("alice"));
+            let permit = slots.semaphore.clone().try_acquire_owned().expect("free");
+            alice.push(slots.slot(permit, "alice"));
+        }
+        assert!(shares.full("alice"));
+        assert!(!shares.full("bob"));
+        alice.pop();
+        assert!(!shares.full("alice"));
+        alice.clear();
+        assert!(lock(&shares.held).is_empty());
+        // A share of one slot at least; 1 is no bound.
+        assert_eq!(Shares::new(1, 0.01).expect("bounded").most, 1);
+        assert!(Shares::new(8, 1.0).is_none());
+    }
+
+    #[test]
+    fn a_quiet_stream_is_not_looked_at_again_for_a_moment() {
+        let shares = Shares::new(8, 0.5).expect("bounded");
+        assert!(!shares.quiet("s"));
+        shares.note_quiet("s");
+        assert!(shares.quiet("s"));
+        assert!(!shares.quiet("t"));
+    }
+}
