@@ -35,6 +35,19 @@ WHAT IT DOES
   listening for 2 x lease + 1 s more, then reads every task with tasks/get and judges it.
   Progress: one line a second (submitted, terminal, waiting for input, kills, restarts).
 
+  --failover: Redis is instead a primary (nothing on disk) with 2 replicas and 3 sentinels
+  (quorum 2; down after 3 s and tilt mode 5 s, so that a sentinel stalled by a slow disk
+  neither fails over a second time nor stays passive); the run starts once both replicas
+  are in sync. Gateways and workers connect through the sentinels
+  (redis+sentinel://.../mcpt-primary) with MCPT_REDIS_WAIT_REPLICAS=1 and
+  MCPT_REDIS_WAIT_TIMEOUT=1s: acknowledged means one replica has it. Once 50% are
+  terminal, instead of the Redis restart, SIGKILL the primary and wait (up to 30 s) until
+  the sentinels name a replica primary; the log line gives the time. Meanwhile requests
+  are refused with JSON-RPC errors and retried (submit retries). The command's own reads
+  (recovery, fences) follow to the port the sentinels name. Progress and report count
+  'failovers' instead of 'redis_restarts'; the report adds each node's role and each
+  sentinel's view at the end (config-epoch above 1: the sentinels failed over twice).
+
 DEFINITIONS
   expected  sleep: completed, text 'slept <ms> ms'. ask: completed, text 'answer: <X>'
             where X is the answer sent with tasks/update
@@ -115,6 +128,10 @@ pub(crate) struct Args {
     /// overall deadline for the run
     #[arg(long, value_name = "DUR", default_value = "5m", value_parser = cli::duration)]
     pub(crate) max_duration: Duration,
+    /// a primary with 2 replicas and 3 sentinels instead of one durable Redis; kill the
+    /// primary instead of restarting Redis
+    #[arg(long)]
+    pub(crate) failover: bool,
 }
 
 /// `--lease`: kept as written (it is passed on as `MCPT_LEASE`), checked to be a positive
@@ -138,6 +155,16 @@ impl Args {
     /// The command line, or the exit status when it was `--help` or bad.
     pub(crate) fn parse() -> Result<Args, std::process::ExitCode> {
         cli::parse("chaos", |_: &Args| Ok(()))
+    }
+
+    /// What the run does to Redis at 50% terminal, as counted: the progress line's key and
+    /// the report's noun (`failovers`/`failover` with `--failover`).
+    pub(crate) fn redis_chaos(&self) -> (&'static str, &'static str) {
+        if self.failover {
+            ("failovers", "failover")
+        } else {
+            ("redis_restarts", "redis restart")
+        }
     }
 
     /// `--lease` as a duration.

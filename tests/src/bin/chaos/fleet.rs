@@ -1,5 +1,6 @@
 //! The fleet and the chaos: the processes of the run ([`Fleet`]), the worker kills, the
-//! gateway and Redis restarts, the loop that schedules them, and the progress line.
+//! gateway restart and the Redis restart or failover, the loop that schedules them, and the
+//! progress line.
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -7,16 +8,18 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
-use mcp_tasks_tests::{Gateway, Process, RedisServer, Worker};
+use mcp_tasks_tests::{Gateway, Process, Worker};
 
 use crate::args::Args;
 use crate::plan::Rng;
 use crate::recovery::read_hashes;
 use crate::state::{Interrupted, Kill, Shared, is_terminal, lock};
+use crate::store::Store;
 use crate::{GATEWAYS, WORKERS};
 
 pub(crate) struct Fleet {
-    pub(crate) redis: RedisServer,
+    /// The Redis: one durable server, or a primary, replicas and sentinels.
+    pub(crate) store: Store,
     pub(crate) gateways: Vec<Gateway>,
     /// Running workers with their labels (`chaos-wN`, also their HOSTNAME).
     pub(crate) workers: Vec<(String, Worker)>,
@@ -28,28 +31,31 @@ pub(crate) struct Fleet {
 }
 
 impl Fleet {
-    /// Start the durable Redis, [`WORKERS`] workers and [`GATEWAYS`] gateways, and wait
-    /// until every gateway lists the tools the plan calls.
+    /// Start the Redis ([`Store`]; replicated with `--failover`), [`WORKERS`] workers and
+    /// [`GATEWAYS`] gateways, and wait until every gateway lists the tools the plan calls.
     pub(crate) async fn start(args: &Args) -> Result<Fleet> {
-        let redis = block(RedisServer::start_durable)?;
+        let store = block(|| Store::start(args.failover))?;
+        let mut gateway_env = vec![("MCPT_SHUTDOWN_GRACE", "5s".into())];
+        gateway_env.extend(store.service_env());
+        let mut worker_env = vec![
+            ("MCPT_LEASE", args.lease.clone()),
+            ("MCPT_MAX_DELIVERIES", args.max_deliveries.to_string()),
+        ];
+        worker_env.extend(gateway_env.iter().cloned());
         let mut fleet = Fleet {
-            redis,
+            store,
             gateways: Vec::new(),
             workers: Vec::new(),
             retired: Vec::new(),
             next_worker: 0,
-            worker_env: vec![
-                ("MCPT_LEASE", args.lease.clone()),
-                ("MCPT_MAX_DELIVERIES", args.max_deliveries.to_string()),
-                ("MCPT_SHUTDOWN_GRACE", "5s".into()),
-            ],
-            gateway_env: vec![("MCPT_SHUTDOWN_GRACE", "5s".into())],
+            worker_env,
+            gateway_env,
         };
         for _ in 0..WORKERS {
             block(|| fleet.start_worker())?;
         }
         for _ in 0..GATEWAYS {
-            let g = block(|| Gateway::start(&fleet.redis.url(), &fleet.gateway_env))?;
+            let g = block(|| Gateway::start(&fleet.store.service_url(), &fleet.gateway_env))?;
             fleet.gateways.push(g);
         }
         for g in &fleet.gateways {
@@ -66,7 +72,7 @@ impl Fleet {
         let label = format!("chaos-w{}", self.next_worker);
         let mut env = self.worker_env.clone();
         env.push(("HOSTNAME", label.clone()));
-        let w = Worker::start(&self.redis.url(), &env)?;
+        let w = Worker::start(&self.store.service_url(), &env)?;
         self.workers.push((label, w));
         Ok(())
     }
@@ -167,7 +173,7 @@ pub(crate) async fn restart_gateway(
     rng: &mut Rng,
 ) -> Result<String> {
     let k = rng.range(0, GATEWAYS as u64 - 1) as usize;
-    let url = fleet.redis.url();
+    let url = fleet.store.service_url();
     let env = fleet.gateway_env.clone();
     let old = &mut fleet.gateways[k];
     let status = block(|| old.process.terminate(Duration::from_secs(20)));
@@ -192,14 +198,19 @@ pub(crate) async fn restart_gateway(
     ))
 }
 
-pub(crate) async fn restart_redis(shared: &Shared, fleet: &mut Fleet) -> Result<String> {
-    let t = Instant::now();
-    block(|| fleet.redis.restart())?;
-    shared.redis_restarts.fetch_add(1, Ordering::Relaxed);
-    Ok(format!(
-        "restarted redis (SIGKILL, AOF reload) in {} ms",
-        t.elapsed().as_millis()
-    ))
+/// Restart Redis, or with `--failover` kill its primary; then point the command's own
+/// reads at the primary of now (the same address after a restart, another after a
+/// failover).
+pub(crate) async fn disrupt_redis(shared: &Shared, fleet: &mut Fleet) -> Result<String> {
+    let what = block(|| fleet.store.disrupt())?;
+    shared.redis_disruptions.fetch_add(1, Ordering::Relaxed);
+    let url = block(|| fleet.store.primary_url())?;
+    shared
+        .redis
+        .follow(&url)
+        .await
+        .context("following the primary for the recovery reads")?;
+    Ok(what)
 }
 
 pub(crate) fn log_event(shared: &Shared, what: &str) {
@@ -213,7 +224,7 @@ pub(crate) async fn chaos(shared: &Shared, fleet: &mut Fleet, rng: &mut Rng) -> 
     let every = shared.args.kill_every.as_millis() as u64;
     let mut next_kill = Instant::now() + Duration::from_secs(1);
     let mut gateway_restarted_at: Option<Instant> = None;
-    let mut redis_restarted = false;
+    let mut redis_disrupted = false;
     loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
         if shared.past_deadline() {
@@ -226,7 +237,7 @@ pub(crate) async fn chaos(shared: &Shared, fleet: &mut Fleet, rng: &mut Rng) -> 
         let all_done = !submitting && terminal >= submitted;
         let kills = shared.kills.load(Ordering::Relaxed);
         let may_kill = kills < shared.args.max_kills;
-        if all_done && gateway_restarted_at.is_some() && redis_restarted && (kills > 0 || !may_kill)
+        if all_done && gateway_restarted_at.is_some() && redis_disrupted && (kills > 0 || !may_kill)
         {
             return Ok(());
         }
@@ -240,13 +251,13 @@ pub(crate) async fn chaos(shared: &Shared, fleet: &mut Fleet, rng: &mut Rng) -> 
             log_event(shared, &what);
             gateway_restarted_at = Some(Instant::now());
         }
-        if !redis_restarted
+        if !redis_disrupted
             && gateway_restarted_at.is_some_and(|t| t.elapsed() >= Duration::from_secs(1))
             && (terminal * 2 >= n || all_done)
         {
-            let what = restart_redis(shared, fleet).await?;
+            let what = disrupt_redis(shared, fleet).await?;
             log_event(shared, &what);
-            redis_restarted = true;
+            redis_disrupted = true;
         }
     }
 }
@@ -266,14 +277,15 @@ pub(crate) async fn progress(shared: Arc<Shared>) {
             (tasks.terminal, waiting)
         };
         let recovering = lock(&shared.recovery).pending.len();
+        let (redis_chaos, _) = shared.args.redis_chaos();
         println!(
-            "[{:6.1}s] submitted={}/{} terminal={terminal} input_required={waiting} kills={} gateway_restarts={} redis_restarts={} recovering={recovering} streams={} submit_retries={}",
+            "[{:6.1}s] submitted={}/{} terminal={terminal} input_required={waiting} kills={} gateway_restarts={} {redis_chaos}={} recovering={recovering} streams={} submit_retries={}",
             shared.elapsed().as_secs_f64(),
             shared.submitted.load(Ordering::Relaxed),
             shared.args.tasks,
             shared.kills.load(Ordering::Relaxed),
             shared.gateway_restarts.load(Ordering::Relaxed),
-            shared.redis_restarts.load(Ordering::Relaxed),
+            shared.redis_disruptions.load(Ordering::Relaxed),
             shared.streams_open.load(Ordering::Relaxed),
             shared.submit_errors.load(Ordering::Relaxed),
         );

@@ -1,13 +1,15 @@
 //! `chaos`: run a real fleet on loopback (durable Redis, 2 gateways, 3 workers), submit N
 //! tasks of mixed kinds, and while they run SIGKILL workers at random (starting
-//! replacements), restart a gateway and restart Redis; then check that every task reached
-//! its expected terminal state exactly once with the right result (issue 3, item 6).
+//! replacements), restart a gateway and restart Redis (or, with `--failover`, kill the
+//! primary of a replicated Redis under sentinels); then check that every task reached its
+//! expected terminal state exactly once with the right result (issue 3, item 6).
 //!
 //! `cargo build --release --bins && cargo run --release -p mcp-tasks-tests --bin chaos -- --help`
 //!
-//! [`args`] reads the command line, [`plan`] draws the tasks, [`fleet`] runs the processes
-//! and the chaos, [`requests`] and [`streams`] are the client side, [`state`] holds what was
-//! seen, [`recovery`] times the takeovers, [`mod@report`] judges every task.
+//! [`args`] reads the command line, [`plan`] draws the tasks, [`store`] runs Redis, [`fleet`]
+//! runs the processes and the chaos, [`requests`] and [`streams`] are the client side,
+//! [`state`] holds what was seen, [`recovery`] times the takeovers, [`mod@report`] judges
+//! every task.
 
 // A test tool reads and writes Redis directly to check (or break) what the store wrote.
 #![allow(clippy::disallowed_methods)]
@@ -19,6 +21,7 @@ mod recovery;
 mod report;
 mod requests;
 mod state;
+mod store;
 mod streams;
 
 use std::process::ExitCode;
@@ -28,12 +31,11 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 use mcp_tasks_tests::binary;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::args::Args;
-use crate::fleet::{Fleet, chaos, log_event, progress};
+use crate::fleet::{Fleet, block, chaos, log_event, progress};
 use crate::plan::{Plan, Rng};
-use crate::recovery::recovery_watcher;
+use crate::recovery::{Direct, recovery_watcher};
 use crate::report::{final_read, report};
 use crate::requests::{scheduler, submitter};
 use crate::state::Shared;
@@ -55,7 +57,7 @@ async fn run(args: Args) -> Result<bool> {
         }
     }
     println!(
-        "chaos: tasks={} seed={} lease={} max_deliveries={} kill_every={:?} max_kills={} rate={}/s concurrency={} max_duration={:?} binaries in {}",
+        "chaos: tasks={} seed={} lease={} max_deliveries={} kill_every={:?} max_kills={} rate={}/s concurrency={} max_duration={:?} failover={} binaries in {}",
         args.tasks,
         args.seed,
         args.lease,
@@ -65,22 +67,17 @@ async fn run(args: Args) -> Result<bool> {
         args.rate,
         args.concurrency,
         args.max_duration,
+        args.failover,
         mcp_tasks_tests::bin_dir().display()
     );
     let plans: Arc<Vec<Plan>> =
         Arc::new((0..args.tasks).map(|i| Plan::make(i, args.seed)).collect());
 
     let mut fleet = Fleet::start(&args).await?;
-    let config = ConnectionManagerConfig::new()
-        .set_response_timeout(Some(Duration::from_secs(2)))
-        .set_connection_timeout(Some(Duration::from_secs(1)))
-        .set_min_delay(Duration::from_millis(20))
-        .set_max_delay(Duration::from_millis(500));
-    let con =
-        ConnectionManager::new_with_config(redis::Client::open(fleet.redis.url())?, config).await?;
+    let direct = Direct::connect(&block(|| fleet.store.primary_url())?).await?;
     println!(
-        "fleet: redis {} (AOF, fsync always), gateways {}, workers {}",
-        fleet.redis.url(),
+        "fleet: {}, gateways {}, workers {}",
+        fleet.store.describe(),
         fleet
             .gateways
             .iter()
@@ -95,7 +92,7 @@ async fn run(args: Args) -> Result<bool> {
             .join(" ")
     );
 
-    let shared = Arc::new(Shared::new(&args, &plans, &fleet.gateways, con));
+    let shared = Arc::new(Shared::new(&args, &plans, &fleet.gateways, direct));
 
     let next = Arc::new(AtomicUsize::new(0));
     let submitters: Vec<_> = (0..args.concurrency)

@@ -1,19 +1,56 @@
 //! The recovery measurement: the task hashes read behind the services' back (`HMGET status
-//! fence worker cancel`), and the watcher timing how fast a killed worker's tasks start
-//! again.
+//! fence worker cancel`) over the command's own connection ([`Direct`]), and the watcher
+//! timing how fast a killed worker's tasks start again.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redis::aio::ConnectionManager;
+use anyhow::{Context as _, Result};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::state::{Shared, is_terminal, lock};
 
 pub(crate) type HashRow = (Option<String>, Option<u64>, Option<String>, Option<String>);
 
+/// The chaos command's own connection to the Redis primary, for the reads behind the
+/// services' back. It reconnects to the same address after a restart; after a failover the
+/// primary has another address, so [`Direct::follow`] points it there.
+pub(crate) struct Direct(Mutex<ConnectionManager>);
+
+impl Direct {
+    /// Connect to the primary at `url` (`redis://…`).
+    pub(crate) async fn connect(url: &str) -> Result<Direct> {
+        Ok(Direct(Mutex::new(Self::manager(url).await?)))
+    }
+
+    /// Read from the primary at `url` from now on.
+    pub(crate) async fn follow(&self, url: &str) -> Result<()> {
+        let con = Self::manager(url).await?;
+        *lock(&self.0) = con;
+        Ok(())
+    }
+
+    /// Short timeouts: a read while Redis is away fails fast and is simply retried later.
+    async fn manager(url: &str) -> Result<ConnectionManager> {
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_connection_timeout(Some(Duration::from_secs(1)))
+            .set_min_delay(Duration::from_millis(20))
+            .set_max_delay(Duration::from_millis(500));
+        let client = redis::Client::open(url).with_context(|| format!("bad Redis URL {url}"))?;
+        ConnectionManager::new_with_config(client, config)
+            .await
+            .with_context(|| format!("cannot connect to Redis at {url}"))
+    }
+
+    fn current(&self) -> ConnectionManager {
+        lock(&self.0).clone()
+    }
+}
+
 /// `HMGET status fence worker cancel` of each task, pipelined; `None` when Redis is away.
-pub(crate) async fn read_hashes(con: &ConnectionManager, ids: &[String]) -> Option<Vec<HashRow>> {
+pub(crate) async fn read_hashes(direct: &Direct, ids: &[String]) -> Option<Vec<HashRow>> {
     if ids.is_empty() {
         return Some(Vec::new());
     }
@@ -29,7 +66,7 @@ pub(crate) async fn read_hashes(con: &ConnectionManager, ids: &[String]) -> Opti
             .arg("worker")
             .arg("cancel");
     }
-    let mut con = con.clone();
+    let mut con = direct.current();
     tokio::time::timeout(Duration::from_secs(2), pipe.query_async(&mut con))
         .await
         .ok()?

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use mcp_tasks_tests::{caps_tasks, truncate};
 use serde_json::json;
 
-use crate::fleet::Fleet;
+use crate::fleet::{Fleet, block};
 use crate::plan::Kind;
 use crate::recovery::read_hashes;
 use crate::state::{Shared, lock};
@@ -199,11 +199,12 @@ pub(crate) fn report(shared: &Shared, fleet: &Fleet) -> usize {
     let mut ms = rec.recovered_ms.clone();
     ms.sort_unstable();
     let p99 = percentile(&ms, 0.99);
+    let (_, redis_chaos) = shared.args.redis_chaos();
     println!(
-        "chaos: {} worker kills, {} gateway restart, {} redis restart in {:.1} s (seed {})",
+        "chaos: {} worker kills, {} gateway restart, {} {redis_chaos} in {:.1} s (seed {})",
         shared.kills.load(Ordering::Relaxed),
         shared.gateway_restarts.load(Ordering::Relaxed),
-        shared.redis_restarts.load(Ordering::Relaxed),
+        shared.redis_disruptions.load(Ordering::Relaxed),
         shared.elapsed().as_secs_f64(),
         shared.args.seed
     );
@@ -251,6 +252,9 @@ pub(crate) fn report(shared: &Shared, fleet: &Fleet) -> usize {
         },
         shared.stream_reopens.load(Ordering::Relaxed)
     );
+    if let Some(topology) = block(|| fleet.store.topology()) {
+        println!("redis at the end:\n{topology}");
+    }
     let logs = fleet.logs();
     let mut suspicious = Vec::new();
     for (label, text) in &logs {

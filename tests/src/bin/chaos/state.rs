@@ -8,12 +8,12 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use mcp_tasks_tests::{Client, Gateway};
-use redis::aio::ConnectionManager;
 use serde_json::Value;
 
 use crate::GATEWAYS;
 use crate::args::Args;
 use crate::plan::Plan;
+use crate::recovery::Direct;
 
 /// One terminal version of a task, as seen on a stream, a poll or the final read.
 #[derive(Debug, Clone)]
@@ -164,10 +164,12 @@ pub(crate) struct Shared {
     pub(crate) last_submit_error: Mutex<String>,
     pub(crate) kills: AtomicU64,
     pub(crate) gateway_restarts: AtomicU64,
-    pub(crate) redis_restarts: AtomicU64,
+    /// Redis restarts, or primary failovers with `--failover` ([`Args::redis_chaos`] names
+    /// them).
+    pub(crate) redis_disruptions: AtomicU64,
     pub(crate) streams_open: AtomicU64,
     pub(crate) stream_reopens: AtomicU64,
-    pub(crate) redis: ConnectionManager,
+    pub(crate) redis: Direct,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -177,12 +179,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     /// The state of a run starting now: every planned task untracked yet, the gateways'
     /// clients, `redis` for the recovery reads.
-    pub(crate) fn new(
-        args: &Args,
-        plans: &[Plan],
-        gateways: &[Gateway],
-        redis: ConnectionManager,
-    ) -> Shared {
+    pub(crate) fn new(args: &Args, plans: &[Plan], gateways: &[Gateway], redis: Direct) -> Shared {
         let started = Instant::now();
         Shared {
             started,
@@ -200,7 +197,7 @@ impl Shared {
             last_submit_error: Mutex::new(String::new()),
             kills: AtomicU64::new(0),
             gateway_restarts: AtomicU64::new(0),
-            redis_restarts: AtomicU64::new(0),
+            redis_disruptions: AtomicU64::new(0),
             streams_open: AtomicU64::new(0),
             stream_reopens: AtomicU64::new(0),
             redis,
