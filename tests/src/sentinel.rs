@@ -24,7 +24,13 @@ impl Sentinels {
     /// Start `n` sentinels (quorum: a majority) monitoring `primary`: the primary is taken
     /// as down after 1 s without an answer, a failover may take 3 s.
     pub fn start(primary: &RedisServer, n: usize) -> Result<Sentinels> {
-        let dir = temp_dir("mcpt-sentinel")?;
+        // A sentinel fsyncs its config file at each vote and switch: on a disk busy with
+        // builds and AOF fsyncs that can stall past 2 s, which puts it in tilt mode (no
+        // failover for 30 s). Memory-backed where the machine has it.
+        let dir = match memory_dir("mcpt-sentinel") {
+            Some(dir) => dir,
+            None => temp_dir("mcpt-sentinel")?,
+        };
         let mut sentinels = Sentinels {
             ports: Vec::new(),
             children: Vec::new(),
@@ -113,6 +119,15 @@ impl Sentinels {
             .and_then(|p| p.trim().parse().ok())
             .with_context(|| format!("no primary address in {out:?}"))
     }
+}
+
+/// A fresh folder under `/dev/shm` (tmpfs), when there is one.
+fn memory_dir(prefix: &str) -> Option<PathBuf> {
+    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::path::Path::new("/dev/shm").join(format!("{prefix}-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).ok()?;
+    Some(dir)
 }
 
 fn wait_listening(port: u16) -> Result<()> {
