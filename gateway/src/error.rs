@@ -69,7 +69,7 @@ pub(crate) enum DispatchError {
         /// Which limit (`tasks_per_minute`, `active_tasks`, `listeners`).
         limit: &'static str,
         /// Its value.
-        max: u32,
+        max: u64,
     },
     /// Redis unreachable or failing (-32603, in-band).
     #[error("store failed")]

@@ -14,7 +14,10 @@ use mcp_tasks_protocol::tools::CallToolResult;
 use mcp_tasks_shared::schema;
 use mcp_tasks_store::events::{TaskEvent, Watch};
 use mcp_tasks_store::registry::ToolAdvert;
-use mcp_tasks_store::{Created, Job, Limit, NewTask, OwnerLimits, Store, TaskRecord};
+use mcp_tasks_store::stored::{self, Stored};
+use mcp_tasks_store::{
+    Created, EXPIRED_RETENTION_MS, Job, Limit, NewTask, OwnerLimits, Store, TaskRecord,
+};
 use serde_json::{Map, Value};
 
 use crate::envelope::Request;
@@ -249,6 +252,36 @@ fn json_len(v: &impl serde::Serialize) -> usize {
 /// once more.
 async fn create(state: &State, new: &NewTask<'_>) -> Result<i64, DispatchError> {
     let limits = &state.config.limits;
+    if limits.stored_bytes > 0 {
+        // Counted before the create: its arguments are kept until the task expires.
+        let lapses = new.ttl_ms.map(|ttl| {
+            let ttl = i64::try_from(ttl).unwrap_or(i64::MAX);
+            mcp_tasks_protocol::time::now_millis()
+                .saturating_add(ttl)
+                .saturating_add(ttl.min(EXPIRED_RETENTION_MS as i64))
+        });
+        let bytes = json_len(new.job);
+        if let stored::Counted::Refused(total) = state
+            .store
+            .count_stored(
+                new.owner,
+                bytes,
+                lapses,
+                limits.stored_bytes,
+                Stored::Create,
+            )
+            .await?
+        {
+            return Err(DispatchError::Limited {
+                message: format!(
+                    "Too much stored: this caller's tasks keep {total} bytes in Redis, at most {} (MCPT_LIMIT_STORED_BYTES); wait for tasks to expire",
+                    limits.stored_bytes
+                ),
+                limit: "stored_bytes",
+                max: limits.stored_bytes,
+            });
+        }
+    }
     let mut pruned = false;
     loop {
         match state.store.create_task(new).await? {
@@ -267,7 +300,7 @@ async fn create(state: &State, new: &NewTask<'_>) -> Result<i64, DispatchError> 
                         limits.tasks_per_minute
                     ),
                     limit: "tasks_per_minute",
-                    max: limits.tasks_per_minute,
+                    max: u64::from(limits.tasks_per_minute),
                 });
             }
         }
@@ -280,7 +313,7 @@ fn continue_limited(max: u32) -> Result<(), DispatchError> {
             "Too many unfinished tasks: at most {max} per caller (MCPT_LIMIT_ACTIVE_TASKS); wait for one to finish or cancel one"
         ),
         limit: "active_tasks",
-        max,
+        max: u64::from(max),
     })
 }
 

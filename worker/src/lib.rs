@@ -166,6 +166,8 @@ pub async fn run_with_admin(
         lease: config.lease,
         max_deliveries: config.max_deliveries,
         max_result_bytes: config.max_result_bytes,
+        stored_bytes: config.stored_bytes,
+        stored_bytes_anonymous: config.stored_bytes_anonymous,
         max_input_requests: config.max_input_requests,
     });
 

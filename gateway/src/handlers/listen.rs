@@ -201,7 +201,7 @@ impl ListenerSlot {
                     "Too many open notification streams: at most {most} per caller (MCPT_LIMIT_LISTENERS); close one first"
                 ),
                 limit: "listeners",
-                max: most,
+                max: u64::from(most),
             });
         }
         let (store, owner) = (state.store.clone(), owner.to_owned());

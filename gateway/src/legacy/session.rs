@@ -150,7 +150,7 @@ pub(crate) async fn initialize(
                     "Too many open sessions: at most {most} per caller (MCPT_LIMIT_SESSIONS); end one with DELETE or let one lapse"
                 ),
                 limit: "sessions",
-                max: most,
+                max: u64::from(most),
             }
             .response(Era::Legacy, Some(&id));
         }

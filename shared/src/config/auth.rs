@@ -53,6 +53,14 @@ pub const ENV_LIMIT_SESSIONS: &str = "MCPT_LIMIT_SESSIONS";
 /// a day of idleness.
 pub const DEFAULT_LIMIT_SESSIONS: u32 = 100;
 
+/// Bytes one principal's tasks may keep in Redis (job arguments and results, until they
+/// expire); 0: no limit. Read by gateways (creates refused while over) and workers (a
+/// result that would pass it fails its task).
+pub const ENV_LIMIT_STORED_BYTES: &str = "MCPT_LIMIT_STORED_BYTES";
+
+/// Default stored bytes per principal: 64 MiB.
+pub const DEFAULT_LIMIT_STORED_BYTES: u64 = 64 << 20;
+
 /// Most `taskIds` in one `subscriptions/listen`.
 pub const ENV_MAX_LISTEN_TASKS: &str = "MCPT_MAX_LISTEN_TASKS";
 
@@ -112,6 +120,8 @@ pub struct Limits {
     pub listeners: u32,
     /// `MCPT_LIMIT_SESSIONS`, default 100.
     pub sessions: u32,
+    /// `MCPT_LIMIT_STORED_BYTES`, default 64 MiB.
+    pub stored_bytes: u64,
     /// `MCPT_MAX_LISTEN_TASKS`, default 1000.
     pub listen_tasks: usize,
     /// `MCPT_MAX_ARGS_BYTES`, default 256 KiB.
@@ -239,6 +249,7 @@ impl Limits {
                 COUNT,
                 count,
             )?,
+            stored_bytes: stored_bytes(src, anonymous)?,
             listen_tasks: parsed(
                 src,
                 ENV_MAX_LISTEN_TASKS,
@@ -255,4 +266,23 @@ impl Limits {
             )?,
         })
     }
+}
+
+/// `MCPT_LIMIT_STORED_BYTES`; without authentication off unless set, as the other
+/// per-principal limits.
+///
+/// # Errors
+/// Not a byte count.
+pub fn stored_bytes(src: &dyn Source, anonymous: bool) -> Result<u64, ConfigError> {
+    parsed(
+        src,
+        ENV_LIMIT_STORED_BYTES,
+        if anonymous {
+            0
+        } else {
+            DEFAULT_LIMIT_STORED_BYTES
+        },
+        "a byte count ≥ 0 (0: no limit)",
+        |s| s.parse().ok(),
+    )
 }

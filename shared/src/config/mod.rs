@@ -250,6 +250,7 @@ mod tests {
         // Without authentication the per-caller limits would be global: off unless set.
         assert_eq!(none.limits.active_tasks, 0);
         assert_eq!(none.limits.sessions, 0);
+        assert_eq!(none.limits.stored_bytes, 0);
         let src = HashMap::from([(ENV_AUTH, "tokens")]);
         let err = GatewayConfig::from_source(&src).unwrap_err();
         assert_eq!(err.var, ENV_AUTH_TOKENS_FILE);
@@ -257,6 +258,7 @@ mod tests {
         let tokens = GatewayConfig::from_source(&src).unwrap();
         assert_eq!(tokens.limits.active_tasks, DEFAULT_LIMIT_ACTIVE_TASKS);
         assert_eq!(tokens.limits.sessions, DEFAULT_LIMIT_SESSIONS);
+        assert_eq!(tokens.limits.stored_bytes, DEFAULT_LIMIT_STORED_BYTES);
         let src = HashMap::from([
             (ENV_AUTH, "jwt"),
             (ENV_AUTH_JWKS, "https://idp/jwks"),

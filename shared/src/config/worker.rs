@@ -76,6 +76,11 @@ pub struct WorkerConfig {
     /// `MCPT_FAIR_SHARE`, default 0.5: the share of `concurrency` one principal holds
     /// while others wait (1: no bound).
     pub fair_share: f64,
+    /// `MCPT_LIMIT_STORED_BYTES` for an authenticated owner's results (default 64 MiB).
+    pub stored_bytes: u64,
+    /// The same for the anonymous owner: only when set, as gateways without
+    /// authentication do.
+    pub stored_bytes_anonymous: u64,
     /// `MCPT_QUEUES`, default `default`.
     pub queues: Vec<String>,
     /// `MCPT_TOOLS`, default `demo`: built-in packs to offer.
@@ -137,6 +142,8 @@ impl WorkerConfig {
                 "a share of the slots from 0.01 to 1, like 0.5 (1: off)",
                 |s| s.parse().ok().filter(|f| (0.01..=1.0).contains(f)),
             )?,
+            stored_bytes: stored_bytes(src, false)?,
+            stored_bytes_anonymous: stored_bytes(src, true)?,
             queues: parsed(
                 src,
                 ENV_QUEUES,

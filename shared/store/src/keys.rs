@@ -46,6 +46,17 @@ pub fn active_key(owner: &str) -> String {
     format!("mcpt:active:{{{owner}}}")
 }
 
+/// `mcpt:stored:{OWNER}` — the bytes an owner's tasks keep, per expiry bucket and in all
+/// (`MCPT_LIMIT_STORED_BYTES`).
+pub fn stored_key(owner: &str) -> String {
+    format!("mcpt:stored:{{{owner}}}")
+}
+
+/// `mcpt:stored-buckets:{OWNER}` — when each of an owner's stored-bytes buckets lapses.
+pub fn stored_buckets_key(owner: &str) -> String {
+    format!("mcpt:stored-buckets:{{{owner}}}")
+}
+
 /// `mcpt:sessions:{OWNER}` — an owner's open 2025 sessions (`MCPT_LIMIT_SESSIONS`), scored
 /// by when they were opened.
 pub fn sessions_key(owner: &str) -> String {

@@ -45,6 +45,7 @@ mod replies;
 mod scripts;
 mod sentinel;
 mod sessions;
+pub mod stored;
 mod target;
 mod tasks;
 

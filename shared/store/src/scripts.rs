@@ -22,6 +22,7 @@ pub(crate) struct Scripts {
     pub(crate) touch_session: Script,
     pub(crate) session_slot: Script,
     pub(crate) defer: Script,
+    pub(crate) stored: Script,
     /// Redis Cluster only: the owner's limits, before `create` (another slot).
     pub(crate) limits: Script,
 }
@@ -48,6 +49,7 @@ impl Scripts {
             touch_session: Script::new(include_str!("scripts/touch_session.lua")),
             session_slot: script(include_str!("scripts/session_slot.lua")),
             defer: Script::new(include_str!("scripts/defer.lua")),
+            stored: script(include_str!("scripts/stored.lua")),
             limits: script(include_str!("scripts/limits.lua")),
         }
     }

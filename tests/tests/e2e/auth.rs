@@ -464,3 +464,79 @@ async fn half_sent_headers_are_cut_off() -> Result<()> {
     );
     Ok(())
 }
+
+/// Issue 20, item 3: the bytes a principal's tasks keep in Redis (arguments and results,
+/// until they expire) are bounded by `MCPT_LIMIT_STORED_BYTES`. A result that would pass
+/// it fails its task with an error naming the variable (nothing stored); creates are
+/// refused with -31001 / 429 while over; another principal is unaffected; once the tasks
+/// expire (TTL 4 s here) creates succeed again.
+#[tokio::test]
+async fn stored_bytes_per_principal_are_bounded_and_recover() -> Result<()> {
+    let dir = Dir::new("stored")?;
+    let mut env = token_env(&dir)?;
+    env.push(("MCPT_LIMIT_STORED_BYTES", "200000".to_owned()));
+    env.push(("MCPT_MAX_TTL", "4s".to_owned()));
+    env.push(("MCPT_DEFAULT_TTL", "4s".to_owned()));
+    let redis = RedisServer::start()?;
+    let gateway = Gateway::start(&redis.url(), &env)?;
+    let _worker = Worker::start(&redis.url(), &env)?;
+    let alice = gateway.client().with_token(ALICE);
+    let bob = gateway.client().with_token(BOB);
+    alice.wait_for_tool("echo").await?;
+    let echo = |client: &Client, n: usize| {
+        let client = client.clone();
+        async move {
+            client
+                .call(
+                    "echo",
+                    json!({"text": "x".repeat(n)}),
+                    &mcp_tasks_tests::caps_none(),
+                )
+                .await
+        }
+    };
+
+    // 60 KB in, 60 KB out: kept.
+    let r = echo(&alice, 60_000).await?;
+    assert_eq!(
+        r.body["result"]["content"][0]["text"]
+            .as_str()
+            .map(str::len),
+        Some(60_000),
+        "{}",
+        r.status
+    );
+    // The next result would pass 200,000 bytes: its task fails, saying why.
+    let r = echo(&alice, 60_000).await?;
+    let text = r.body.to_string();
+    assert!(
+        text.contains("MCPT_LIMIT_STORED_BYTES") && !text.contains(&"x".repeat(1000)),
+        "{}",
+        &text[..text.len().min(400)]
+    );
+    // Its arguments were kept; one more create takes Alice over; then creates are refused.
+    echo(&alice, 30_000).await?;
+    let refused = echo(&alice, 1).await?;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert_eq!(refused.body["error"]["code"], -31001);
+    assert_eq!(refused.body["error"]["data"]["limit"], "stored_bytes");
+    assert_eq!(refused.body["error"]["data"]["max"], 200_000);
+    // Bob keeps his own bytes.
+    let r = echo(&bob, 60_000).await?;
+    assert!(
+        r.body["result"]["content"][0]["text"].is_string(),
+        "{}",
+        r.status
+    );
+    // Alice's tasks expire (4 s, then as long again as expired tasks are kept, then at
+    // most a 5 s bucket): her creates succeed again.
+    poll_until(Duration::from_secs(30), || async {
+        let r = echo(&alice, 1).await.ok()?;
+        r.body["result"]["content"][0]["text"]
+            .is_string()
+            .then_some(())
+    })
+    .await
+    .context("Alice's creates never came back after her tasks expired")?;
+    Ok(())
+}

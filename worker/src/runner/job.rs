@@ -10,6 +10,7 @@ use mcp_tasks_protocol::time::now_millis;
 use mcp_tasks_shared::metrics;
 use mcp_tasks_store::events::{EventHub, TaskEvent, Watch};
 use mcp_tasks_store::record::EXPIRED;
+use mcp_tasks_store::stored::{self, Stored};
 use mcp_tasks_store::{Delivery, Finish, Job, Start, Store, TaskRecord, Write};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -156,7 +157,7 @@ impl Runner {
     /// pending for another worker).
     async fn finish_of(&self, d: &Delivery, fence: u64, outcome: Outcome) -> Option<Finish> {
         match outcome {
-            Ok(result) => Some(self.completed(result)),
+            Ok(result) => Some(self.completed(d, result).await),
             Err(ToolError::Protocol(error)) => Some(failed(error)),
             // Why the run stopped is read from the task itself.
             Err(ToolError::Stopped) => match self.store.get_task(&d.task_id, &d.owner).await {
@@ -182,8 +183,53 @@ impl Runner {
         }
     }
 
+    /// A tool's result as stored, or the failure when it is too large, would take its
+    /// owner past `MCPT_LIMIT_STORED_BYTES`, or cannot be encoded.
+    async fn completed(&self, d: &Delivery, result: CallToolResult) -> Finish {
+        let finish = self.encoded(result);
+        let Finish::Completed(json) = &finish else {
+            return finish;
+        };
+        let limit = if d.owner == mcp_tasks_protocol::meta::ANONYMOUS_OWNER {
+            self.stored_bytes_anonymous
+        } else {
+            self.stored_bytes
+        };
+        if limit == 0 {
+            return finish;
+        }
+        // Kept as long as the task: counted until it expires.
+        let lapses = match self.store.task_expiry(&d.task_id, &d.owner).await {
+            Ok(Some(at)) => at,
+            // Gone: the finish finds that out and stores nothing.
+            Ok(None) => return finish,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot count the result's bytes; storing it");
+                return finish;
+            }
+        };
+        match self
+            .store
+            .count_stored(&d.owner, json.len(), lapses, limit, Stored::Result)
+            .await
+        {
+            Ok(stored::Counted::Refused(total)) => failed(ErrorObject::new(
+                INTERNAL_ERROR,
+                format!(
+                    "the tool's result is {} bytes, and this caller's tasks already keep {total} of at most {limit} (MCPT_LIMIT_STORED_BYTES); it was not stored",
+                    json.len()
+                ),
+            )),
+            Ok(stored::Counted::Yes(_)) => finish,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot count the result's bytes; storing it");
+                finish
+            }
+        }
+    }
+
     /// A tool's result as stored, or the failure when it is too large or cannot be encoded.
-    fn completed(&self, result: CallToolResult) -> Finish {
+    fn encoded(&self, result: CallToolResult) -> Finish {
         match serde_json::to_string(&result.with_server_info()) {
             // Not stored: a result this large would fill Redis and every reader.
             Ok(json) if json.len() > self.max_result_bytes => failed(ErrorObject::new(

@@ -59,6 +59,9 @@ pub(crate) struct Runner {
     pub(crate) max_deliveries: u32,
     /// Largest result stored (`MCPT_MAX_RESULT_BYTES`).
     pub(crate) max_result_bytes: usize,
+    /// `MCPT_LIMIT_STORED_BYTES` for authenticated owners, and for the anonymous one.
+    pub(crate) stored_bytes: u64,
+    pub(crate) stored_bytes_anonymous: u64,
     /// Input requests allowed per task (`MCPT_MAX_INPUT_REQUESTS`).
     pub(crate) max_input_requests: u32,
 }
