@@ -331,7 +331,7 @@ impl Store {
             Some(acked) => {
                 let mut con = acked.take().await?;
                 let reply = script.invoke_async(&mut con).await?;
-                let confirmed = con.replicated(key, op).await?;
+                let confirmed = con.replicated(key, op).await;
                 Ok((reply, confirmed))
             }
         }

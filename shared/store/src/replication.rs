@@ -68,6 +68,9 @@ impl Acked {
                 redis::cluster::ClusterClientBuilder::new(seeds.clone())
                     .connection_timeout(CONNECT_TIMEOUT)
                     .response_timeout(response)
+                    // A WAIT sent again on a new socket would confirm at once what the
+                    // lost socket wrote: a failure is reported, never retried.
+                    .retries(0)
                     .build()?,
             ),
             Backend::Single(_) | Backend::Sentinel(_) => None,
@@ -132,27 +135,40 @@ pub(crate) struct AckedCon {
 
 impl AckedCon {
     /// `WAIT` for the configured replicas of the primary that holds `key` (the key the
-    /// write just went to); `false` (reported, logged) when fewer confirmed in time.
-    pub(crate) async fn replicated(&mut self, key: &str, op: &'static str) -> StoreResult<bool> {
+    /// write just went to); `false` (reported, logged) when fewer confirmed in time, or
+    /// when the `WAIT` itself failed: the write may stand unreplicated, and only a `WAIT`
+    /// on the socket that wrote it could say otherwise.
+    pub(crate) async fn replicated(&mut self, key: &str, op: &'static str) -> bool {
         let Replication { replicas, timeout } = self.pool.replication;
         let mut wait = redis::cmd("WAIT");
         wait.arg(replicas)
             .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
-        let confirmed: i64 = match self.con.as_mut().expect("present until dropped") {
-            Pooled::Single(_) => wait.query_async(self).await?,
-            Pooled::Cluster(con) => {
-                // Not by the command's own routing, which would ask every primary (on
-                // sockets that wrote nothing, so they would confirm at once).
-                let route = Route::with_key(key, SlotAddr::Master);
-                let reply = con
-                    .route_command(
-                        wait,
-                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
-                    )
-                    .await;
-                self.note(&reply);
-                redis::from_redis_value(reply?)
-                    .map_err(|e| crate::StoreError::Corrupt(format!("WAIT: {e}")))?
+        let confirmed: redis::RedisResult<i64> =
+            match self.con.as_mut().expect("present until dropped") {
+                Pooled::Single(_) => wait.query_async(self).await,
+                Pooled::Cluster(con) => {
+                    // Not by the command's own routing, which asks every primary and
+                    // answers the least count (one shard's lagging replica would refuse
+                    // every change), each on a socket that may have written nothing.
+                    let route = Route::with_key(key, SlotAddr::Master);
+                    let reply = con
+                        .route_command(
+                            wait,
+                            RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                        )
+                        .await
+                        .and_then(|v| redis::from_redis_value(v).map_err(Into::into));
+                    self.note(&reply);
+                    reply
+                }
+            };
+        let confirmed = match confirmed {
+            Ok(n) => n,
+            Err(e) => {
+                // Never back in the pool: it may still be blocked in the WAIT.
+                self.healthy = false;
+                tracing::warn!(op, error = %e, "redis: WAIT failed after a change");
+                0
             }
         };
         let ok = confirmed >= i64::from(replicas);
@@ -165,7 +181,7 @@ impl AckedCon {
                 "redis: a change was not confirmed by enough replicas in time"
             );
         }
-        Ok(ok)
+        ok
     }
 }
 
