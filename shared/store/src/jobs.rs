@@ -281,26 +281,29 @@ impl Store {
         self.claim_ids(stream, consumer, entries, None).await
     }
 
-    /// Fair share: move `d`'s job, not started, to the end of its queue when another
-    /// owner's job waits within the next `window` entries (its owner already holds its
-    /// share of the worker's slots); `true` when moved, and the caller runs nothing. The
-    /// task itself does not change (status, version, creation time).
+    /// Fair share: move `d`'s job, not started, to the end of its queue when the job of an
+    /// owner not in `full` (the owners at their share of this worker's slots, `d`'s among
+    /// them) waits within the next `window` entries; `true` when moved, and the caller
+    /// runs nothing. The task itself does not change (status, version, creation time).
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn defer(&self, d: &Delivery, window: usize) -> StoreResult<bool> {
+    pub async fn defer(&self, d: &Delivery, window: usize, full: &[String]) -> StoreResult<bool> {
         let mut con = self.con.clone();
-        let moved: i64 = self
+        let mut script = self
             .scripts
             .defer
-            .key(self.layout.task_key(&d.task_id, &d.owner))
+            .key(self.layout.task_key(&d.task_id, &d.owner));
+        script
             .key(&d.stream)
             .arg(&d.entry)
-            .arg(&d.owner)
             .arg(keys::GROUP)
             .arg(window)
-            .invoke_async(&mut con)
-            .await?;
+            .arg(&d.owner);
+        for owner in full.iter().filter(|o| **o != d.owner) {
+            script.arg(owner);
+        }
+        let moved: i64 = script.invoke_async(&mut con).await?;
         Ok(moved == 1)
     }
 

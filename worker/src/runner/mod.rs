@@ -233,7 +233,11 @@ impl Runner {
         if !d.fresh || !shares.full(&d.owner) || shares.quiet(&d.stream) {
             return false;
         }
-        match self.store.defer(d, share::WINDOW).await {
+        match self
+            .store
+            .defer(d, share::WINDOW, &shares.full_owners())
+            .await
+        {
             Ok(true) => {
                 tracing::debug!(task.id = %d.task_id, "moved behind another principal's job (fair share)");
                 true

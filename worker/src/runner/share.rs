@@ -6,8 +6,10 @@
 //! queued behind them would wait as long. So when a fresh job's owner already holds its
 //! share of this worker's slots, the store looks at the entries behind the job
 //! ([`Store::defer`](mcp_tasks_store::Store::defer), one script): when another owner's
-//! job is among them, the job moves to the end of the queue unstarted and the slot reads
-//! on, reaching the other owner's job after at most the jobs in front of it. With no
+//! job is among them (within [`WINDOW`] entries), the job moves to the end of the queue
+//! unstarted and the slot reads on, reaching the other owner's job after at most the jobs
+//! in front of it. Owners at their share do not count as waiting, so owners all at their
+//! share cannot keep moving each other's jobs. With no
 //! other owner waiting the job runs at once, and the stream is not looked at again for
 //! [`QUIET`]: a principal alone keeps every slot at almost no cost.
 //!
@@ -23,7 +25,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
 
 /// How many entries behind a job are looked at for another owner's.
-pub(crate) const WINDOW: usize = 1000;
+pub(crate) const WINDOW: usize = 256;
 
 /// How long a stream found with no other owner waiting is not looked at again.
 /// Short: a job of another owner queued meanwhile is seen at the next free slot after it.
@@ -66,6 +68,15 @@ impl Shares {
     /// Whether `owner` already holds its share.
     pub(crate) fn full(&self, owner: &str) -> bool {
         lock(&self.held).get(owner).copied().unwrap_or(0) >= self.most
+    }
+
+    /// Every owner holding its share now.
+    pub(crate) fn full_owners(&self) -> Vec<String> {
+        lock(&self.held)
+            .iter()
+            .filter(|(_, n)| **n >= self.most)
+            .map(|(owner, _)| owner.clone())
+            .collect()
     }
 
     /// Whether `stream` was found with no other owner waiting a moment ago.
@@ -158,6 +169,7 @@ mod tests {
         }
         assert!(shares.full("alice"));
         assert!(!shares.full("bob"));
+        assert_eq!(shares.full_owners(), vec!["alice".to_owned()]);
         alice.pop();
         assert!(!shares.full("alice"));
         alice.clear();
