@@ -247,41 +247,56 @@ fn json_len(v: &impl serde::Serialize) -> usize {
     count.0
 }
 
-/// Create the task within its owner's limits. At the unfinished-task limit the owner's
-/// finished tasks are pruned from the count first (they leave it lazily), then it is tried
-/// once more.
+/// Create the task within its owner's limits: its stored bytes are counted first (refused
+/// while the owner is over; taken back when the create fails or is refused), then the
+/// task counts ([`create_within_counts`]).
 async fn create(state: &State, new: &NewTask<'_>) -> Result<i64, DispatchError> {
     let limits = &state.config.limits;
-    if limits.stored_bytes > 0 {
-        // Counted before the create: its arguments are kept until the task expires.
-        let lapses = new.ttl_ms.map(|ttl| {
-            let ttl = i64::try_from(ttl).unwrap_or(i64::MAX);
-            mcp_tasks_protocol::time::now_millis()
-                .saturating_add(ttl)
-                .saturating_add(ttl.min(EXPIRED_RETENTION_MS as i64))
+    if limits.stored_bytes == 0 {
+        return create_within_counts(state, new).await;
+    }
+    let lapses = new.ttl_ms.map(|ttl| {
+        let ttl = i64::try_from(ttl).unwrap_or(i64::MAX);
+        mcp_tasks_protocol::time::now_millis()
+            .saturating_add(ttl)
+            .saturating_add(ttl.min(EXPIRED_RETENTION_MS as i64))
+    });
+    let bytes = json_len(new.job);
+    if let stored::Counted::Refused(total) = state
+        .store
+        .count_stored(
+            new.owner,
+            bytes,
+            lapses,
+            limits.stored_bytes,
+            Stored::Create,
+        )
+        .await?
+    {
+        return Err(DispatchError::Limited {
+            message: format!(
+                "Too much stored: this caller's tasks keep {total} bytes in Redis, at most {} (MCPT_LIMIT_STORED_BYTES); wait for tasks to expire",
+                limits.stored_bytes
+            ),
+            limit: "stored_bytes",
+            max: limits.stored_bytes,
         });
-        let bytes = json_len(new.job);
-        if let stored::Counted::Refused(total) = state
-            .store
-            .count_stored(
-                new.owner,
-                bytes,
-                lapses,
-                limits.stored_bytes,
-                Stored::Create,
-            )
-            .await?
-        {
-            return Err(DispatchError::Limited {
-                message: format!(
-                    "Too much stored: this caller's tasks keep {total} bytes in Redis, at most {} (MCPT_LIMIT_STORED_BYTES); wait for tasks to expire",
-                    limits.stored_bytes
-                ),
-                limit: "stored_bytes",
-                max: limits.stored_bytes,
-            });
+    }
+    let created = create_within_counts(state, new).await;
+    if created.is_err() {
+        // Nothing kept: the bytes are not the owner's to carry.
+        if let Err(e) = state.store.uncount_stored(new.owner, bytes, lapses).await {
+            tracing::debug!(error = %e, "stored bytes of a failed create not taken back");
         }
     }
+    created
+}
+
+/// [`create`] within the owner's task counts (rate, unfinished). At the unfinished-task
+/// limit the owner's finished tasks are pruned from the count first (they leave it
+/// lazily), then it is tried once more.
+async fn create_within_counts(state: &State, new: &NewTask<'_>) -> Result<i64, DispatchError> {
+    let limits = &state.config.limits;
     let mut pruned = false;
     loop {
         match state.store.create_task(new).await? {

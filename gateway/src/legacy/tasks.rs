@@ -76,8 +76,9 @@ pub(super) async fn result(
     accepts_sse: bool,
 ) -> Result<Reply, DispatchError> {
     let rec = find(state, &req, params).await?;
-    // A stream is held open as long as the task runs: counted like any other.
-    let slot = if accepts_sse {
+    // A stream is held open as long as the task runs: counted like any other (one for a
+    // task already ended is answered at once).
+    let slot = if accepts_sse && !rec.is_terminal() {
         Some(ListenerSlot::take(state, owner(&req)).await?)
     } else {
         None

@@ -29,6 +29,10 @@ use redis::{
 use crate::CONNECT_TIMEOUT;
 use crate::target::SentinelTarget;
 
+/// How long one sentinel may take to answer: every sentinel is asked at once and all
+/// answers are awaited, so one that is down must not hold up every reconnect for long.
+const SENTINEL_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// The primary the sentinels name.
 #[derive(Clone)]
 pub(crate) struct Primary {
@@ -123,7 +127,7 @@ impl Primary {
     /// store would write there and lose those writes at its resync.
     pub(crate) async fn client(&self) -> RedisResult<redis::Client> {
         let asks = self.sentinels.iter().map(|sentinel| async move {
-            tokio::time::timeout(CONNECT_TIMEOUT, self.named_by(sentinel))
+            tokio::time::timeout(SENTINEL_TIMEOUT, self.named_by(sentinel))
                 .await
                 .unwrap_or_else(|_| Err(RedisError::from((ErrorKind::Io, "sentinel timed out"))))
         });

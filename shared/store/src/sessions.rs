@@ -32,19 +32,21 @@ impl Store {
         ttl: Duration,
         most: u32,
     ) -> StoreResult<bool> {
-        // Sessions end without telling (they lapse): the count is made exact only when it
-        // refuses, by dropping the ones that are gone, as the unfinished-task count is.
+        // Stored first, so a prune racing this open (by another request of the owner)
+        // sees it alive. Sessions end without telling (they lapse): the count is made
+        // exact only when it refuses, by dropping the ones that are gone, as the
+        // unfinished-task count is.
+        let mut con = self.con.clone();
+        let key = keys::session_key(id);
+        let _: () = con.pset_ex(&key, record, ms(ttl).unsigned_abs()).await?;
         if most > 0
             && !self.count_session(owner, id, most).await?
             && (self.prune_sessions(owner).await? == 0
                 || !self.count_session(owner, id, most).await?)
         {
+            let _: () = con.del(&key).await?;
             return Ok(false);
         }
-        let mut con = self.con.clone();
-        let _: () = con
-            .pset_ex(keys::session_key(id), record, ms(ttl).unsigned_abs())
-            .await?;
         Ok(true)
     }
 

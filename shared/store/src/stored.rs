@@ -1,11 +1,13 @@
 //! Stored bytes per owner (`MCPT_LIMIT_STORED_BYTES`): what an owner's tasks keep in Redis
-//! (the job's arguments from the create, the result from the finish) until they expire.
+//! (the job's arguments from the create, the result from the finish), counted until the
+//! task expires.
 //!
 //! The count lives in the owner's slot (`scripts/stored.lua`), apart from the tasks: bytes
 //! are added per expiry bucket ([`BUCKET`] wide) and a bucket leaves the total once it has
 //! lapsed, so the total falls as tasks expire without anything watching them (at most a
-//! bucket late). A task cancelled or failed early keeps its bytes counted until it expires,
-//! as Redis keeps them.
+//! bucket late). It is an upper bound: a job's arguments leave Redis when the job ends
+//! (its queue entry is deleted) but stay counted until the task expires, and a result
+//! counted just before its finish found the task taken over or gone stays counted too.
 
 use std::time::Duration;
 
@@ -73,6 +75,34 @@ impl Store {
         } else {
             Counted::Refused(total)
         })
+    }
+
+    /// Take back `bytes` counted by [`Store::count_stored`] for a create that then failed
+    /// or was refused (the same `lapses_ms`).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn uncount_stored(
+        &self,
+        owner: &str,
+        bytes: usize,
+        lapses_ms: Option<i64>,
+    ) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        let _: (u8, i64) = self
+            .scripts
+            .stored
+            .key(keys::stored_key(owner))
+            .key(keys::stored_buckets_key(owner))
+            .arg(-i64::try_from(bytes).unwrap_or(i64::MAX))
+            .arg(lapses_ms.unwrap_or(0).max(0))
+            .arg(0)
+            .arg("undo")
+            .arg(ms(BUCKET))
+            .arg(ms(KEPT))
+            .invoke_async(&mut con)
+            .await?;
+        Ok(())
     }
 
     /// When task `id` of `owner` expires (ms since the epoch): `Some(None)` when it never

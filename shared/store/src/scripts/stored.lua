@@ -3,9 +3,10 @@
 -- as tasks expire without anything watching them.
 -- KEYS[1] the owner's counts (hash: 'total', and bytes per bucket)
 -- KEYS[2] the owner's buckets (zset: bucket -> when it lapses, ms)
--- ARGV[1] bytes to add  ARGV[2] when they lapse (ms; 0: never)  ARGV[3] the limit
--- ARGV[4] 'create' (refused while the total is at the limit) or 'result' (refused when
---         the bytes would take the total past it)  ARGV[5] bucket width (ms)
+-- ARGV[1] bytes to add (negative: take back bytes counted for a create that failed)
+-- ARGV[2] when they lapse (ms; 0: never)  ARGV[3] the limit
+-- ARGV[4] 'create' (refused while the total is at the limit), 'result' (refused when
+--         the bytes would take the total past it) or 'undo'  ARGV[5] bucket width (ms)
 -- ARGV[6] how long the counts are kept (ms; past the longest TTL)
 -- Returns {1, total} when counted, {0, total} when refused (nothing counted).
 local now = now_ms()
@@ -26,7 +27,7 @@ if limit > 0 then
     return {0, total}
   end
 end
-if bytes > 0 then
+if bytes ~= 0 then
   local lapses, width = tonumber(ARGV[2]), tonumber(ARGV[5])
   local bucket = 'never'
   if lapses > 0 then
