@@ -493,3 +493,41 @@ async fn creates_wait_for_their_own_shards_replica() -> Result<()> {
     client.wait_status(&id, "completed", WITHIN).await?;
     Ok(())
 }
+
+/// A `WAIT` whose socket is cut is an unconfirmed change: with the replica stopped, a
+/// create's connections are killed while it waits, and the create is cancelled and
+/// refused with the retryable error naming `MCPT_REDIS_WAIT_REPLICAS` (it used to fail as
+/// "Redis unavailable" while its task, written before the `WAIT`, went on to run).
+#[tokio::test]
+async fn a_wait_cut_short_is_not_confirmed() -> Result<()> {
+    let cluster = RedisCluster::start_with_replicas(1, 1)?;
+    let env = [
+        ("MCPT_REDIS_WAIT_REPLICAS", "1".to_owned()),
+        ("MCPT_REDIS_WAIT_TIMEOUT", "5s".to_owned()),
+    ];
+    let gateway = Gateway::start(&cluster.url(), &env)?;
+    let _worker = Worker::start(&cluster.url(), &env)?;
+    let client = gateway.client();
+    client.wait_for_tool("sleep").await?;
+    let id = client.start_task("sleep", json!({"ms": 10})).await?;
+    client.wait_status(&id, "completed", WITHIN).await?;
+
+    let replica = cluster.replicas_of(0).start;
+    cluster.set_stopped(replica, true)?;
+    let create = {
+        let client = client.clone();
+        tokio::spawn(async move { client.call("sleep", json!({"ms": 10}), &caps_tasks()).await })
+    };
+    // The create is waiting for the stopped replica: cut every ordinary connection.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cluster.cli(0, &["CLIENT", "KILL", "TYPE", "normal"])?;
+    let reply = create.await??;
+    cluster.set_stopped(replica, false)?;
+    let message = reply.body["error"]["message"].as_str().unwrap_or_default();
+    anyhow::ensure!(
+        message.contains("MCPT_REDIS_WAIT_REPLICAS") && message.contains("try again"),
+        "a create whose WAIT was cut short: {}",
+        reply.body
+    );
+    Ok(())
+}
