@@ -96,6 +96,49 @@ pub(crate) fn temp_dir(prefix: &str) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// Alice's static token in [`TwoTokens`].
+pub const ALICE_TOKEN: &str = "alice-token-0123456789abcdef";
+/// Bob's static token in [`TwoTokens`].
+pub const BOB_TOKEN: &str = "bob-token-0123456789abcdef0000";
+
+/// A tokens file naming two principals, alice ([`ALICE_TOKEN`]) and bob ([`BOB_TOKEN`]),
+/// in a private folder removed on drop: for tests of one principal against another.
+pub struct TwoTokens {
+    dir: PathBuf,
+}
+
+impl TwoTokens {
+    /// Write the file.
+    ///
+    /// # Errors
+    /// The folder cannot be written.
+    pub fn new() -> Result<TwoTokens> {
+        let dir = temp_dir("mcpt-tokens")?;
+        std::fs::write(
+            dir.join("tokens"),
+            format!("alice {ALICE_TOKEN}\nbob {BOB_TOKEN}\n"),
+        )?;
+        Ok(TwoTokens { dir })
+    }
+
+    /// `MCPT_AUTH=tokens` and `MCPT_AUTH_TOKENS_FILE` for the binaries.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("MCPT_AUTH", "tokens".to_owned()),
+            (
+                "MCPT_AUTH_TOKENS_FILE",
+                self.dir.join("tokens").display().to_string(),
+            ),
+        ]
+    }
+}
+
+impl Drop for TwoTokens {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// Write a tool catalog (`MCPT_TOOLS_FILE`) to a fresh `tools.toml` in a private folder.
 pub fn write_catalog(text: &str) -> Result<PathBuf> {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

@@ -156,27 +156,16 @@ struct TwoPrincipals {
     _redis: mcp_tasks_tests::RedisServer,
     _gateway: mcp_tasks_tests::Gateway,
     _worker: mcp_tasks_tests::Worker,
+    _tokens: mcp_tasks_tests::TwoTokens,
     alice: Client,
     bob: Client,
-    dir: std::path::PathBuf,
 }
 
 impl TwoPrincipals {
     async fn start(fair_share: &str) -> Result<TwoPrincipals> {
-        let dir =
-            std::env::temp_dir().join(format!("mcpt-fair-{}-{}", std::process::id(), fair_share));
-        std::fs::create_dir_all(&dir)?;
-        let file = dir.join("tokens");
-        std::fs::write(
-            &file,
-            "alice alice-token-0123456789abcdef\nbob bob-token-0123456789abcdef0000\n",
-        )?;
-        let env = [
-            ("MCPT_AUTH", "tokens".to_owned()),
-            ("MCPT_AUTH_TOKENS_FILE", file.display().to_string()),
-        ];
+        let tokens = mcp_tasks_tests::TwoTokens::new()?;
         let redis = mcp_tasks_tests::RedisServer::start()?;
-        let gateway = mcp_tasks_tests::Gateway::start(&redis.url(), &env)?;
+        let gateway = mcp_tasks_tests::Gateway::start(&redis.url(), &tokens.env())?;
         let worker = mcp_tasks_tests::Worker::start(
             &redis.url(),
             &[
@@ -185,16 +174,16 @@ impl TwoPrincipals {
             ],
         )?;
         let base = gateway.client();
-        let alice = base.with_token("alice-token-0123456789abcdef");
-        let bob = base.with_token("bob-token-0123456789abcdef0000");
+        let alice = base.with_token(mcp_tasks_tests::ALICE_TOKEN);
+        let bob = base.with_token(mcp_tasks_tests::BOB_TOKEN);
         alice.wait_for_tool("sleep").await?;
         Ok(TwoPrincipals {
             _redis: redis,
             _gateway: gateway,
             _worker: worker,
+            _tokens: tokens,
             alice,
             bob,
-            dir,
         })
     }
 
@@ -205,12 +194,6 @@ impl TwoPrincipals {
             ids.push(self.alice.start_task("sleep", json!({"ms": ms})).await?);
         }
         Ok(ids)
-    }
-}
-
-impl Drop for TwoPrincipals {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -127,23 +127,14 @@ async fn a_session_started_on_one_gateway_continues_on_another() -> Result<()> {
 /// the same 404 as an unknown session (tokens authentication) and does not keep it alive.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_is_its_principals_only() -> Result<()> {
-    let dir = std::env::temp_dir().join(format!("mcpt-legacy-tokens-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let file = dir.join("tokens");
-    std::fs::write(
-        &file,
-        "alice alice-token-0123456789abcdef\nbob bob-token-0123456789abcdef0000\n",
-    )?;
-    let env = [
-        ("MCPT_AUTH", "tokens".to_owned()),
-        ("MCPT_AUTH_TOKENS_FILE", file.display().to_string()),
-    ];
+    let tokens = mcp_tasks_tests::TwoTokens::new()?;
+    let env = tokens.env();
     let redis = mcp_tasks_tests::RedisServer::start()?;
     let gateway = mcp_tasks_tests::Gateway::start(&redis.url(), &env)?;
     let _worker = mcp_tasks_tests::Worker::start(&redis.url(), &env)?;
     let base = gateway.client();
-    let alice = base.with_token("alice-token-0123456789abcdef");
-    let bob = base.with_token("bob-token-0123456789abcdef0000");
+    let alice = base.with_token(mcp_tasks_tests::ALICE_TOKEN);
+    let bob = base.with_token(mcp_tasks_tests::BOB_TOKEN);
     alice.wait_for_tool("sleep").await?;
     let s = Session::start(&alice, "2025-11-25", json!({})).await?;
     let r = s.request(&alice, 1, "ping", json!({})).await?;
@@ -184,7 +175,6 @@ async fn a_session_is_its_principals_only() -> Result<()> {
         "Alice's session survived Bob's attempts: {}",
         r.body
     );
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
@@ -194,23 +184,14 @@ async fn a_session_is_its_principals_only() -> Result<()> {
 /// gives its place back.
 #[tokio::test(flavor = "multi_thread")]
 async fn sessions_per_principal_are_limited_and_recover() -> Result<()> {
-    let dir = std::env::temp_dir().join(format!("mcpt-session-limit-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let file = dir.join("tokens");
-    std::fs::write(
-        &file,
-        "alice alice-token-0123456789abcdef\nbob bob-token-0123456789abcdef0000\n",
-    )?;
-    let env = [
-        ("MCPT_AUTH", "tokens".to_owned()),
-        ("MCPT_AUTH_TOKENS_FILE", file.display().to_string()),
-        ("MCPT_LIMIT_SESSIONS", "3".to_owned()),
-    ];
+    let tokens = mcp_tasks_tests::TwoTokens::new()?;
+    let mut env = tokens.env();
+    env.push(("MCPT_LIMIT_SESSIONS", "3".to_owned()));
     let redis = mcp_tasks_tests::RedisServer::start()?;
     let gateway = mcp_tasks_tests::Gateway::start(&redis.url(), &env)?;
     let base = gateway.client();
-    let alice = base.with_token("alice-token-0123456789abcdef");
-    let bob = base.with_token("bob-token-0123456789abcdef0000");
+    let alice = base.with_token(mcp_tasks_tests::ALICE_TOKEN);
+    let bob = base.with_token(mcp_tasks_tests::BOB_TOKEN);
     let sessions_in_redis = || -> Result<usize> {
         Ok(redis
             .cli(&["--scan", "--pattern", "mcpt:session:*"])?
@@ -260,7 +241,6 @@ async fn sessions_per_principal_are_limited_and_recover() -> Result<()> {
     let lapsed = open.pop().context("three")?;
     redis.cli(&["DEL", &mcp_tasks_store::keys::session_key(&lapsed.id)])?;
     Session::start(&alice, "2025-11-25", json!({})).await?;
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 

@@ -342,24 +342,15 @@ async fn the_session_stream_carries_status_notifications_from_any_gateway() -> R
 /// principal still opens one; a closed stream's slot comes back.
 #[tokio::test(flavor = "multi_thread")]
 async fn result_streams_count_against_the_listener_limit() -> Result<()> {
-    let dir = std::env::temp_dir().join(format!("mcpt-result-streams-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let file = dir.join("tokens");
-    std::fs::write(
-        &file,
-        "alice alice-token-0123456789abcdef\nbob bob-token-0123456789abcdef0000\n",
-    )?;
-    let env = [
-        ("MCPT_AUTH", "tokens".to_owned()),
-        ("MCPT_AUTH_TOKENS_FILE", file.display().to_string()),
-        ("MCPT_LIMIT_LISTENERS", "100".to_owned()),
-    ];
+    let tokens = mcp_tasks_tests::TwoTokens::new()?;
+    let mut env = tokens.env();
+    env.push(("MCPT_LIMIT_LISTENERS", "100".to_owned()));
     let redis = mcp_tasks_tests::RedisServer::start()?;
     let gateway = mcp_tasks_tests::Gateway::start(&redis.url(), &env)?;
     let _worker = mcp_tasks_tests::Worker::start(&redis.url(), &env)?;
     let base = gateway.client();
-    let alice = base.with_token("alice-token-0123456789abcdef");
-    let bob = base.with_token("bob-token-0123456789abcdef0000");
+    let alice = base.with_token(mcp_tasks_tests::ALICE_TOKEN);
+    let bob = base.with_token(mcp_tasks_tests::BOB_TOKEN);
     alice.wait_for_tool("ask").await?;
 
     // A task that waits for an answer nobody gives: its result streams stay open.
@@ -410,7 +401,6 @@ async fn result_streams_count_against_the_listener_limit() -> Result<()> {
     })
     .await
     .context("the closed stream's slot never came back")?;
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
