@@ -208,6 +208,26 @@ impl RedisServer {
         }))
     }
 
+    /// Wait (up to `within`) until `n` replicas are in sync with this primary
+    /// (`state=online` in `INFO replication`): before that, one cannot confirm a write.
+    pub fn wait_replicas_online(&self, n: usize, within: Duration) -> Result<()> {
+        let started = Instant::now();
+        loop {
+            let info = self
+                .cli(&["INFO", "replication"])
+                .context("reading the primary's INFO replication")?;
+            let online = info.matches("state=online").count();
+            if online >= n {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                started.elapsed() < within,
+                "only {online} of {n} replicas synced with the primary within {within:?}:\n{info}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Kill the server (SIGKILL).
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {

@@ -13,6 +13,24 @@ use crate::{RedisServer, free_port, temp_dir};
 /// The name the sentinels monitor the primary under.
 pub const MASTER_NAME: &str = "mcpt-primary";
 
+/// A primary keeping nothing on disk, `replicas` replicas of it and `n` sentinels, returned
+/// once the replicas are in sync and the sentinels know them and each other: a primary
+/// killed before would leave nothing to promote.
+pub fn start_replicated(
+    replicas: usize,
+    n: usize,
+) -> Result<(RedisServer, Vec<RedisServer>, Sentinels)> {
+    let within = Duration::from_secs(30);
+    let primary = RedisServer::start()?;
+    let copies = (0..replicas)
+        .map(|_| RedisServer::start_replica_of(&primary).context("starting a replica"))
+        .collect::<Result<Vec<_>>>()?;
+    let sentinels = Sentinels::start(&primary, n).context("starting the sentinels")?;
+    sentinels.wait_ready(replicas, within)?;
+    primary.wait_replicas_online(replicas, within)?;
+    Ok((primary, copies, sentinels))
+}
+
 /// Sentinels watching one primary. Killed on drop.
 pub struct Sentinels {
     ports: Vec<u16>,

@@ -133,12 +133,11 @@ async fn answered(
 }
 
 /// The highly available Redis under test.
-#[expect(clippy::large_enum_variant, reason = "one value per test")]
 enum Ha {
     /// A primary, two replicas, three sentinels.
     Sentinel {
         primary: RedisServer,
-        replicas: [RedisServer; 2],
+        replicas: Vec<RedisServer>,
         sentinels: Sentinels,
     },
     /// Three masters with two replicas each; master 0 is the one killed.
@@ -146,29 +145,8 @@ enum Ha {
 }
 
 impl Ha {
-    async fn sentinel() -> Result<Ha> {
-        let primary = RedisServer::start()?;
-        let replicas = [
-            RedisServer::start_replica_of(&primary)?,
-            RedisServer::start_replica_of(&primary)?,
-        ];
-        let sentinels = Sentinels::start(&primary, 3)?;
-        sentinels.wait_ready(2, Duration::from_secs(30))?;
-        // Both replicas past their first sync: a primary killed during it would hand the
-        // promoted replica nothing, which is not the loss under test.
-        let synced = Instant::now();
-        while primary
-            .cli(&["INFO", "replication"])?
-            .matches("state=online")
-            .count()
-            < 2
-        {
-            ensure!(
-                synced.elapsed() < Duration::from_secs(20),
-                "the replicas never synced"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    fn sentinel() -> Result<Ha> {
+        let (primary, replicas, sentinels) = mcp_tasks_tests::sentinel::start_replicated(2, 3)?;
         Ok(Ha::Sentinel {
             primary,
             replicas,
@@ -520,7 +498,7 @@ fn nothing_lost(o: &Outcome) -> Result<()> {
 /// With WAIT, nothing acknowledged is lost or ends wrongly.
 #[tokio::test]
 async fn with_wait_no_acknowledged_task_is_lost_when_the_primary_dies() -> Result<()> {
-    let o = run(Ha::sentinel().await?, true).await?;
+    let o = run(Ha::sentinel()?, true).await?;
     eprintln!("failover with WAIT: {o}");
     nothing_lost(&o)
 }
@@ -528,7 +506,7 @@ async fn with_wait_no_acknowledged_task_is_lost_when_the_primary_dies() -> Resul
 /// Without WAIT the run is the same; what it lost is reported, and the service comes back.
 #[tokio::test]
 async fn without_wait_the_failover_is_followed_and_losses_are_counted() -> Result<()> {
-    let o = run(Ha::sentinel().await?, false).await?;
+    let o = run(Ha::sentinel()?, false).await?;
     eprintln!("failover without WAIT: {o}");
     // Losses are reported, not asserted: without WAIT they depend on how far the
     // replicas lagged. The run itself asserted answers during the switch and recovery.

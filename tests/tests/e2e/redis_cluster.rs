@@ -417,18 +417,7 @@ async fn listeners_hear_changes_after_pubsub_connections_are_cut() -> Result<()>
 /// on a socket that wrote nothing would confirm at once). All succeed once it runs again.
 #[tokio::test]
 async fn creates_wait_for_their_own_shards_replica() -> Result<()> {
-    let cluster = RedisCluster::start_with_replicas(2, 1)?;
-    let env = [
-        ("MCPT_QUEUE_SHARDS", "2".to_owned()),
-        ("MCPT_REDIS_WAIT_REPLICAS", "1".to_owned()),
-        ("MCPT_REDIS_WAIT_TIMEOUT", "500ms".to_owned()),
-    ];
-    let gateway = Gateway::start(&cluster.url(), &env)?;
-    let _worker = Worker::start(&cluster.url(), &env)?;
-    let client = gateway.client();
-    client.wait_for_tool("sleep").await?;
-    let id = client.start_task("sleep", json!({"ms": 10})).await?;
-    client.wait_status(&id, "completed", WITHIN).await?;
+    let (cluster, _gateway, _worker, client) = waiting_stack(2, "500ms").await?;
 
     let tasks_on = |master: usize| -> Result<std::collections::HashSet<String>> {
         let keys = cluster.cli(master, &["--scan", "--pattern", "mcpt:task:*"])?;
@@ -500,17 +489,7 @@ async fn creates_wait_for_their_own_shards_replica() -> Result<()> {
 /// "Redis unavailable" while its task, written before the `WAIT`, went on to run).
 #[tokio::test]
 async fn a_wait_cut_short_is_not_confirmed() -> Result<()> {
-    let cluster = RedisCluster::start_with_replicas(1, 1)?;
-    let env = [
-        ("MCPT_REDIS_WAIT_REPLICAS", "1".to_owned()),
-        ("MCPT_REDIS_WAIT_TIMEOUT", "5s".to_owned()),
-    ];
-    let gateway = Gateway::start(&cluster.url(), &env)?;
-    let _worker = Worker::start(&cluster.url(), &env)?;
-    let client = gateway.client();
-    client.wait_for_tool("sleep").await?;
-    let id = client.start_task("sleep", json!({"ms": 10})).await?;
-    client.wait_status(&id, "completed", WITHIN).await?;
+    let (cluster, _gateway, _worker, client) = waiting_stack(1, "5s").await?;
 
     let replica = cluster.replicas_of(0).start;
     cluster.set_stopped(replica, true)?;
@@ -518,8 +497,17 @@ async fn a_wait_cut_short_is_not_confirmed() -> Result<()> {
         let client = client.clone();
         tokio::spawn(async move { client.call("sleep", json!({"ms": 10}), &caps_tasks()).await })
     };
-    // The create is waiting for the stopped replica: cut every ordinary connection.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Once the create is waiting for the stopped replica (a client blocked in WAIT; an idle
+    // pooled connection shows its last WAIT too, unblocked), cut every ordinary connection.
+    poll_until(WITHIN, || async {
+        let clients = cluster.cli(0, &["CLIENT", "LIST"]).ok()?;
+        clients
+            .lines()
+            .any(|c| c.contains("cmd=wait") && c.contains("flags=b "))
+            .then_some(())
+    })
+    .await
+    .context("the create never waited for its replica")?;
     cluster.cli(0, &["CLIENT", "KILL", "TYPE", "normal"])?;
     let reply = create.await??;
     cluster.set_stopped(replica, false)?;
@@ -530,4 +518,26 @@ async fn a_wait_cut_short_is_not_confirmed() -> Result<()> {
         reply.body
     );
     Ok(())
+}
+
+/// `masters` masters with a replica each (one task shard per master), a gateway and a
+/// worker with `MCPT_REDIS_WAIT_REPLICAS=1` and `MCPT_REDIS_WAIT_TIMEOUT=timeout`; one task
+/// has run through it.
+async fn waiting_stack(
+    masters: usize,
+    timeout: &str,
+) -> Result<(RedisCluster, Gateway, Worker, Client)> {
+    let cluster = RedisCluster::start_with_replicas(masters, 1)?;
+    let env = [
+        ("MCPT_QUEUE_SHARDS", masters.to_string()),
+        ("MCPT_REDIS_WAIT_REPLICAS", "1".to_owned()),
+        ("MCPT_REDIS_WAIT_TIMEOUT", timeout.to_owned()),
+    ];
+    let gateway = Gateway::start(&cluster.url(), &env)?;
+    let worker = Worker::start(&cluster.url(), &env)?;
+    let client = gateway.client();
+    client.wait_for_tool("sleep").await?;
+    let id = client.start_task("sleep", json!({"ms": 10})).await?;
+    client.wait_status(&id, "completed", WITHIN).await?;
+    Ok((cluster, gateway, worker, client))
 }

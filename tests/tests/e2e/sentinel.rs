@@ -145,17 +145,7 @@ async fn creates_wait_for_a_replica_and_are_refused_without_one() -> Result<()> 
     let client = gateway.client();
     client.wait_for_tool("sleep").await?;
     // The replica must have synced before it can confirm anything.
-    let synced = Instant::now();
-    while !primary
-        .cli(&["INFO", "replication"])?
-        .contains("state=online")
-    {
-        ensure!(
-            synced.elapsed() < Duration::from_secs(20),
-            "the replica never synced"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    primary.wait_replicas_online(1, Duration::from_secs(20))?;
 
     let id = client.start_task("sleep", json!({"ms": 10})).await?;
     client
@@ -229,26 +219,7 @@ async fn creates_wait_for_a_replica_and_are_refused_without_one() -> Result<()> 
 /// create after the announcement succeeds, on the promoted node, and completes.
 #[tokio::test]
 async fn an_announced_promotion_moves_connections_before_any_write_fails() -> Result<()> {
-    let primary = RedisServer::start()?;
-    let replicas = [
-        RedisServer::start_replica_of(&primary)?,
-        RedisServer::start_replica_of(&primary)?,
-    ];
-    let sentinels = Sentinels::start(&primary, 3)?;
-    sentinels.wait_ready(2, Duration::from_secs(30))?;
-    let synced = Instant::now();
-    while primary
-        .cli(&["INFO", "replication"])?
-        .matches("state=online")
-        .count()
-        < 2
-    {
-        ensure!(
-            synced.elapsed() < Duration::from_secs(20),
-            "the replicas never synced"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (primary, replicas, sentinels) = mcp_tasks_tests::sentinel::start_replicated(2, 3)?;
     let env = [
         ("MCPT_REDIS_WAIT_REPLICAS", "1".to_owned()),
         ("MCPT_REDIS_WAIT_TIMEOUT", "1s".to_owned()),

@@ -16,8 +16,6 @@ const SENTINELS: usize = 3;
 /// `MCPT_REDIS_WAIT_REPLICAS` and `MCPT_REDIS_WAIT_TIMEOUT` with `--failover`.
 const WAIT_REPLICAS: &str = "1";
 const WAIT_TIMEOUT: &str = "1s";
-/// How long the replicas may take to sync, and the sentinels to find each other, at start.
-const SETUP_WITHIN: Duration = Duration::from_secs(30);
 /// How long the sentinels may take to promote a replica once the primary is dead.
 const FAILOVER_WITHIN: Duration = Duration::from_secs(30);
 
@@ -41,15 +39,11 @@ impl Store {
             return Ok(Store::Durable(RedisServer::start_durable()?));
         }
         // The primary keeps nothing on disk: what survives its death is what it replicated.
-        let primary = RedisServer::start()?;
-        let mut nodes = vec![primary];
-        for _ in 0..REPLICAS {
-            nodes.push(RedisServer::start_replica_of(&nodes[0]).context("starting a replica")?);
-        }
-        let sentinels = Sentinels::start(&nodes[0], SENTINELS).context("starting the sentinels")?;
-        sentinels.wait_ready(REPLICAS, SETUP_WITHIN)?;
+        let (primary, replicas, sentinels) =
+            mcp_tasks_tests::sentinel::start_replicated(REPLICAS, SENTINELS)?;
         steady(&sentinels)?;
-        wait_replicas_online(&nodes[0], REPLICAS, SETUP_WITHIN)?;
+        let mut nodes = vec![primary];
+        nodes.extend(replicas);
         Ok(Store::Replicated { nodes, sentinels })
     }
 
@@ -215,26 +209,6 @@ fn steady(sentinels: &Sentinels) -> Result<()> {
         sentinels.cli(i, &["SENTINEL", "DEBUG", "tilt-period", "5000"])?;
     }
     Ok(())
-}
-
-/// Wait until `n` replicas are `state=online` in the primary's `INFO replication`, i.e. past
-/// their first full sync.
-fn wait_replicas_online(primary: &RedisServer, n: usize, within: Duration) -> Result<()> {
-    let t = Instant::now();
-    loop {
-        let info = primary
-            .cli(&["INFO", "replication"])
-            .context("reading the primary's INFO replication")?;
-        let online = info.matches("state=online").count();
-        if online >= n {
-            return Ok(());
-        }
-        ensure!(
-            t.elapsed() < within,
-            "only {online} of {n} replicas synced with the primary within {within:?}:\n{info}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Each sentinel's view of the primary and its replicas, one line each: why no failover
