@@ -350,7 +350,12 @@ impl RedisCluster {
         for m in 0..masters {
             let id = cluster.cli(m, &["CLUSTER", "MYID"])?.trim().to_owned();
             for r in cluster.replicas_of(m) {
-                cluster.cli_checked(r, &["CLUSTER", "REPLICATE", &id])?;
+                // Knowing a node (cluster_known_nodes) comes before learning its id at the
+                // end of the handshake: asked too early, a replica answers "Unknown node".
+                cluster.wait_until("each replica follows its master", |c| {
+                    c.cli(r, &["CLUSTER", "REPLICATE", &id])
+                        .is_ok_and(|out| out.trim().eq_ignore_ascii_case("ok"))
+                })?;
             }
         }
         cluster.wait_until("the cluster is ok and every replica in sync", |c| {
