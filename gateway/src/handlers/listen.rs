@@ -17,7 +17,7 @@ use mcp_tasks_protocol::notifications::{
 };
 use mcp_tasks_protocol::params::{ListenParams, Member};
 use mcp_tasks_protocol::results::ListenResult;
-use mcp_tasks_store::events::TaskEvent;
+use mcp_tasks_store::events::{TaskEvent, Watches};
 use mcp_tasks_store::{TaskRecord, is_plausible_task_id};
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -86,23 +86,9 @@ pub(crate) async fn listen(
         ));
     }
     let slot = ListenerSlot::take(state, owner(&req)).await?;
-    // Subscribe first, then read: no change between the two is lost (T-50).
-    let (events_tx, events_rx) = mpsc::channel::<(String, TaskEvent)>(256);
-    let mut forwarders = Forwarders::default();
-    for id in &task_ids {
-        let mut watch = state.hub.watch(id).await?;
-        let tx = events_tx.clone();
-        let task = id.clone();
-        let handle = tokio::spawn(async move {
-            while let Some(ev) = watch.recv().await {
-                if tx.send((task.clone(), ev)).await.is_err() {
-                    return;
-                }
-            }
-        });
-        forwarders.0.insert(id.clone(), handle);
-    }
-    drop(events_tx);
+    // Subscribe first, then read: no change between the two is lost (T-50). All the tasks
+    // in one subscription: one command to Redis, one channel here.
+    let mut watches = state.hub.watch_all(&task_ids).await?;
     let me = owner(&req);
     let snapshots = state.store.get_tasks(&task_ids, me).await?;
     let mut last_seen: HashMap<String, u64> = HashMap::new();
@@ -114,7 +100,7 @@ pub(crate) async fn listen(
                 initial.push(rec);
             }
             // Unknown, expired or foreign: left out of the ack silently (T-46).
-            None => forwarders.stop(id),
+            None => watches.remove(id),
         }
     }
     let ack = Notification {
@@ -134,7 +120,7 @@ pub(crate) async fn listen(
         owner: me.to_owned(),
         subscription: req.id.clone(),
         last_seen,
-        forwarders,
+        watches,
         unread: HashSet::new(),
     };
     let span =
@@ -151,7 +137,7 @@ pub(crate) async fn listen(
             for rec in &initial {
                 stream.emit(rec).await;
             }
-            stream.run(state, events_rx).await;
+            stream.run(state).await;
         }
         .instrument(span),
     );
@@ -248,30 +234,10 @@ struct Stream {
     subscription: Id,
     /// Task id → last version sent; removed once terminal.
     last_seen: HashMap<String, u64>,
-    forwarders: Forwarders,
+    /// The tasks still watched: those not yet terminal.
+    watches: Watches,
     /// Tasks whose re-read failed, retried every [`REREAD_RETRY`].
     unread: HashSet<String>,
-}
-
-/// The tasks forwarding each watched task's events to one stream; aborted when dropped, so
-/// no subscription outlives its stream, however the stream ends.
-#[derive(Default)]
-struct Forwarders(HashMap<String, tokio::task::JoinHandle<()>>);
-
-impl Forwarders {
-    fn stop(&mut self, id: &str) {
-        if let Some(h) = self.0.remove(id) {
-            h.abort();
-        }
-    }
-}
-
-impl Drop for Forwarders {
-    fn drop(&mut self) {
-        for h in self.0.values() {
-            h.abort();
-        }
-    }
 }
 
 impl Stream {
@@ -305,18 +271,18 @@ impl Stream {
         // stored expiry (written later) must not be sent a second time.
         if task.status.is_terminal() {
             self.last_seen.remove(&rec.id);
-            self.forwarders.stop(&rec.id);
+            self.watches.remove(&rec.id);
         } else {
             self.last_seen.insert(rec.id.clone(), rec.version);
         }
     }
 
-    async fn run(mut self, state: Arc<State>, events: mpsc::Receiver<(String, TaskEvent)>) {
-        // `None` once every watched task ended: the stream then only keeps alive.
-        let mut events = Some(events);
+    async fn run(mut self, state: Arc<State>) {
         let mut keepalive = tokio::time::interval(KEEPALIVE);
         keepalive.tick().await;
         let mut retry = tokio::time::interval(REREAD_RETRY);
+        // `false` once the hub stopped (the process is ending).
+        let mut hub = true;
         loop {
             tokio::select! {
                 () = self.tx.closed() => break,
@@ -331,17 +297,12 @@ impl Stream {
                         break;
                     }
                 }
-                event = async {
-                    match events.as_mut() {
-                        Some(rx) => rx.recv().await,
-                        None => std::future::pending().await,
-                    }
-                } => match event {
-                    None => events = None,
+                // Once every watched task ended the stream only keeps alive.
+                event = self.watches.recv(), if hub && !self.watches.is_empty() => match event {
+                    None => hub = false,
+                    Some((id, _)) if !self.watches.contains(&id) => {}
                     Some((_, TaskEvent::Changed(rec))) => self.send_task(&rec).await,
-                    Some((id, TaskEvent::Resync)) => {
-                        self.reread(&state, &id).await;
-                    }
+                    Some((id, TaskEvent::Resync)) => self.reread(&state, &id).await,
                 },
                 _ = retry.tick(), if !self.unread.is_empty() => {
                     for id in std::mem::take(&mut self.unread) {
@@ -359,7 +320,7 @@ impl Stream {
             Ok(Some(rec)) => self.send_task(&rec).await,
             Ok(None) => {
                 self.last_seen.remove(id);
-                self.forwarders.stop(id);
+                self.watches.remove(id);
             }
             Err(e) => {
                 tracing::warn!(task.id = %id, error = %e, "re-read failed; retrying");

@@ -119,7 +119,7 @@ pub(super) async fn call(
                 &session.id,
                 &session.list_scope(),
                 &id,
-                created_ms,
+                created_ms.saturating_add(i64::try_from(ttl_ms).unwrap_or(i64::MAX)),
                 super::SESSION_IDLE,
                 state.config.tasks.max_ttl,
             )

@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use mcp_tasks_store::TaskRecord;
-use mcp_tasks_store::events::TaskEvent;
+use mcp_tasks_store::events::{TaskEvent, Watches};
 use serde_json::json;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 use super::SESSION_IDLE;
 use super::session::Session;
@@ -47,15 +46,18 @@ struct Streamer {
     state: Arc<State>,
     session: Session,
     tx: mpsc::Sender<Bytes>,
-    events: mpsc::Sender<(String, TaskEvent)>,
-    /// Task → (its forwarder, the last version sent).
-    watching: HashMap<String, (JoinHandle<()>, u64)>,
-    /// Tasks this stream saw end.
+    /// The session's tasks not yet seen ended.
+    watches: Watches,
+    /// Task → the last version sent.
+    sent: HashMap<String, u64>,
+    /// Tasks this stream saw end (or gone), taken out of the session's set.
     done: HashSet<String>,
 }
 
 impl Streamer {
-    /// Watch the session's tasks not watched yet; forget those that no longer exist.
+    /// Watch the session's tasks not watched yet, send their state, and take those that
+    /// ended or no longer exist out of the session's set: a stream opened later reads only
+    /// the tasks still running, each set of new tasks in one subscription and one pipeline.
     async fn refresh(&mut self) -> Result<(), ()> {
         let ids = match self
             .state
@@ -69,56 +71,58 @@ impl Streamer {
                 return Ok(());
             }
         };
-        let mut gone = Vec::new();
-        for id in ids {
-            if self.watching.contains_key(&id) || self.done.contains(&id) {
-                continue;
+        let new: Vec<String> = ids
+            .into_iter()
+            .filter(|id| !self.watches.contains(id) && !self.done.contains(id))
+            .collect();
+        if !new.is_empty() {
+            if let Err(e) = self.watches.add(&new).await {
+                tracing::warn!(error = %e, "cannot watch the session's tasks; retrying");
+                return Ok(());
             }
-            let Ok(mut watch) = self.state.hub.watch(&id).await else {
-                continue;
-            };
-            let events = self.events.clone();
-            let task = id.clone();
-            let forwarder = tokio::spawn(async move {
-                while let Some(ev) = watch.recv().await {
-                    if events.send((task.clone(), ev)).await.is_err() {
-                        break;
+            match self.state.store.get_tasks(&new, &self.session.owner).await {
+                Ok(records) => {
+                    for (id, rec) in new.iter().zip(records) {
+                        match rec {
+                            Some(rec) => self.send(&rec).await?,
+                            None => self.stop(id),
+                        }
                     }
                 }
-            });
-            self.watching.insert(id.clone(), (forwarder, 0));
-            match self.state.store.get_task(&id, &self.session.owner).await {
-                Ok(Some(rec)) => self.send(&rec).await?,
-                Ok(None) => {
-                    self.stop(&id);
-                    gone.push(id);
+                Err(e) => {
+                    // Watched from now on; their state comes with their next change.
+                    tracing::warn!(error = %e, "cannot read the session's new tasks");
                 }
-                Err(e) => tracing::warn!(task.id = %id, error = %e, "cannot read a session task"),
             }
         }
-        if let Err(e) = self
-            .state
-            .store
-            .forget_session_tasks(&self.session.id, &gone)
-            .await
-        {
-            tracing::debug!(error = %e, "cannot forget expired session tasks");
+        let ended: Vec<String> = self.done.iter().cloned().collect();
+        if !ended.is_empty() {
+            match self
+                .state
+                .store
+                .forget_session_tasks(&self.session.id, &ended)
+                .await
+            {
+                // Out of the set: never listed again, so no longer remembered here.
+                Ok(()) => self.done.clear(),
+                Err(e) => tracing::debug!(error = %e, "cannot forget ended session tasks"),
+            }
         }
         Ok(())
     }
 
     fn stop(&mut self, id: &str) {
-        if let Some((forwarder, _)) = self.watching.remove(id) {
-            forwarder.abort();
-        }
+        self.watches.remove(id);
+        self.sent.remove(id);
         self.done.insert(id.to_owned());
     }
 
     /// Send the task's state if it is newer than what was sent; `Err` when the client left.
     async fn send(&mut self, rec: &TaskRecord) -> Result<(), ()> {
-        let Some((_, last)) = self.watching.get_mut(&rec.id) else {
+        if !self.watches.contains(&rec.id) {
             return Ok(());
-        };
+        }
+        let last = self.sent.entry(rec.id.clone()).or_default();
         if rec.version <= *last {
             return Ok(());
         }
@@ -137,13 +141,17 @@ impl Streamer {
         Ok(())
     }
 
-    async fn on_event(&mut self, id: String, event: TaskEvent) -> Result<(), ()> {
+    async fn on_event(&mut self, id: &str, event: TaskEvent) -> Result<(), ()> {
+        if !self.watches.contains(id) {
+            // Ended meanwhile: an event still in flight.
+            return Ok(());
+        }
         let rec = match event {
             TaskEvent::Changed(rec) => Arc::unwrap_or_clone(rec),
-            TaskEvent::Resync => match self.state.store.get_task(&id, &self.session.owner).await {
+            TaskEvent::Resync => match self.state.store.get_task(id, &self.session.owner).await {
                 Ok(Some(rec)) => rec,
                 Ok(None) => {
-                    self.stop(&id);
+                    self.stop(id);
                     return Ok(());
                 }
                 Err(e) => {
@@ -157,18 +165,26 @@ impl Streamer {
 }
 
 async fn run(state: Arc<State>, session: Session, tx: mpsc::Sender<Bytes>) {
-    let (events, mut incoming) = mpsc::channel(256);
+    let watches = match state.hub.watch_all(&[]).await {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(error = %e, "session stream cannot watch tasks");
+            return;
+        }
+    };
     let mut me = Streamer {
         state: state.clone(),
         session,
         tx,
-        events,
-        watching: HashMap::new(),
+        watches,
+        sent: HashMap::new(),
         done: HashSet::new(),
     };
     let mut keepalive = tokio::time::interval(KEEPALIVE);
     keepalive.tick().await;
     let mut poll = tokio::time::interval(SESSION_POLL);
+    // `false` once the hub stopped (the process is ending).
+    let mut hub = true;
     loop {
         let step = tokio::select! {
             () = me.tx.closed() => break,
@@ -178,14 +194,17 @@ async fn run(state: Arc<State>, session: Session, tx: mpsc::Sender<Bytes>) {
                 Ok(None) => break,
                 _ => me.refresh().await,
             },
-            Some((id, event)) = incoming.recv() => me.on_event(id, event).await,
+            event = me.watches.recv(), if hub && !me.watches.is_empty() => match event {
+                None => {
+                    hub = false;
+                    Ok(())
+                }
+                Some((id, event)) => me.on_event(&id, event).await,
+            },
         };
         if step.is_err() {
             break;
         }
-    }
-    for (_, (forwarder, _)) in me.watching.drain() {
-        forwarder.abort();
     }
     tracing::debug!("session stream closed");
 }

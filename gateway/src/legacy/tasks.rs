@@ -115,8 +115,8 @@ pub(super) async fn result(
     }
 }
 
-/// `tasks/list`: the tasks the caller created as tasks through 2025-11-25 sessions, newest
-/// first — all of its principal's when authenticated, the session's own when anonymous
+/// `tasks/list`: the tasks the caller created as tasks through 2025-11-25 sessions, the
+/// latest to expire first (newest first among tasks of one TTL) — all of its principal's when authenticated, the session's own when anonymous
 /// (anonymous callers are one principal; a list would hand each the others' ids). Tasks
 /// created through 2026-07-28, which has no list, are not indexed, so creating one costs
 /// nothing extra. The cursor is an offset.

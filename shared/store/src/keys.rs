@@ -88,7 +88,7 @@ pub fn call_key(session_id: &str, request_id: &str) -> String {
 }
 
 /// `mcpt:listed:{SCOPE}` — the tasks 2025-11-25 `tasks/list` shows a scope (an owner
-/// digest, or `s:SID` for an anonymous session), scored by creation time.
+/// digest, or `s:SID` for an anonymous session), scored by each task's expiry time.
 pub fn listed_key(scope: &str) -> String {
     format!("mcpt:listed:{{{scope}}}")
 }

@@ -131,7 +131,9 @@ impl Store {
 
     /// Record a task a 2025 session created as a task: in the session's set (its `GET`
     /// stream, kept `session_ttl`) and in `scope`'s list (`tasks/list`, kept `listed_ttl`,
-    /// at least as long as any task lives). One round trip.
+    /// at least as long as any task lives). The list is scored by each task's expiry, so
+    /// the same command that adds one drops every expired one: it holds live tasks only.
+    /// One round trip.
     ///
     /// # Errors
     /// Redis unavailable.
@@ -140,7 +142,7 @@ impl Store {
         session_id: &str,
         scope: &str,
         task_id: &str,
-        created_ms: i64,
+        expires_ms: i64,
         session_ttl: Duration,
         listed_ttl: Duration,
     ) -> StoreResult<()> {
@@ -156,7 +158,10 @@ impl Store {
             .pexpire(&set, ms(session_ttl))
             .ignore();
         let mut list = redis::pipe();
-        list.zadd(&listed, task_id, created_ms)
+        let now_ms = mcp_tasks_protocol::time::now_millis();
+        list.zadd(&listed, task_id, expires_ms)
+            .ignore()
+            .zrembyscore(&listed, "-inf", format!("({now_ms}"))
             .ignore()
             .pexpire(&listed, ms(listed_ttl))
             .ignore();
@@ -251,7 +256,8 @@ impl Store {
         Ok(con.get(keys::call_key(session_id, request_id)).await?)
     }
 
-    /// Page `start..start+count` of the tasks listed for `scope`, newest first.
+    /// Page `start..start+count` of the tasks listed for `scope`, the latest to expire first
+    /// (newest first among tasks of one TTL).
     ///
     /// # Errors
     /// Redis unavailable.

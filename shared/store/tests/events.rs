@@ -77,21 +77,7 @@ async fn a_watcher_that_falls_behind_is_told_to_resync() {
     // earlier one was dispatched, so reading starts only after the buffer overflowed.
     let mut sentinel = hub.watch("tsk_sentinel").await.unwrap();
     let channel = "mcpt:events:{tsk_lag}";
-    let mut pipe = String::new();
-    for v in 1..=200 {
-        pipe.push_str(&format!(
-            "PUBLISH {channel} '[\"status\",\"working\",\"ver\",\"{v}\"]'\n"
-        ));
-    }
-    let mut cli = Command::new("redis-cli")
-        .args(["-p", &redis.port.to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(cli.stdin.as_mut().unwrap(), pipe.as_bytes()).unwrap();
-    drop(cli.stdin.take());
-    assert!(cli.wait().unwrap().success());
+    redis.flood(channel, 200);
     redis.publish(channel, r#"["status","completed","ver","201"]"#);
     redis.publish(
         "mcpt:events:{tsk_sentinel}",
@@ -183,15 +169,101 @@ async fn abandoned_and_dropped_watches_leave_no_subscription() {
     for i in 0..50 {
         drop(hub.watch(&format!("tsk_dropped_{i}")).await.unwrap());
     }
-    let mut left = usize::MAX;
-    for _ in 0..200 {
-        left = redis.channels();
-        if left == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(left, 1, "only the kept watch's channel stays subscribed");
+    redis.wait_channels(1).await;
     drop(kept);
+    stop.cancel();
+}
+
+impl Redis {
+    /// PUBLISH `count` working events (versions 1..=count) on `channel`, in one pipe.
+    fn flood(&self, channel: &str, count: u64) {
+        let mut pipe = String::new();
+        for v in 1..=count {
+            pipe.push_str(&format!(
+                "PUBLISH {channel} '[\"status\",\"working\",\"ver\",\"{v}\"]'\n"
+            ));
+        }
+        let mut cli = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(cli.stdin.as_mut().unwrap(), pipe.as_bytes()).unwrap();
+        drop(cli.stdin.take());
+        assert!(cli.wait().unwrap().success());
+    }
+
+    async fn wait_channels(&self, want: usize) {
+        let mut left = usize::MAX;
+        for _ in 0..200 {
+            left = self.channels();
+            if left == want {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(left, want, "subscribed channels");
+    }
+}
+
+/// One watch over many tasks (a listen stream naming hundreds): each event names its
+/// task; when the shared buffer overflows, the task that lost events is the one told to
+/// resync, not its neighbours; a task taken out, then the whole watch dropped, leave no
+/// subscription.
+#[tokio::test]
+async fn one_watch_carries_many_tasks() {
+    let redis = Redis::start();
+    let store = Store::connect(&format!("redis://127.0.0.1:{}", redis.port))
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let hub = EventHub::start(&store, stop.clone());
+    let ids: Vec<String> = ["tsk_m1", "tsk_m2", "tsk_m3"].map(String::from).into();
+    let mut watches = hub.watch_all(&ids).await.unwrap();
+    assert_eq!(redis.channels(), 3);
+    redis.publish("mcpt:events:{tsk_m2}", r#"["status","working","ver","1"]"#);
+    redis.publish("mcpt:events:{tsk_m1}", r#"["status","working","ver","1"]"#);
+    for want in ["tsk_m2", "tsk_m1"] {
+        match tokio::time::timeout(Duration::from_secs(5), watches.recv()).await {
+            Ok(Some((task, TaskEvent::Changed(rec)))) => {
+                assert_eq!(&*task, want);
+                assert_eq!(rec.id, want);
+            }
+            other => panic!("expected an event of {want}, got {other:?}"),
+        }
+    }
+    watches.remove("tsk_m3");
+    redis.wait_channels(2).await;
+
+    // Overflow the shared buffer with m1's events only; the sentinel's event comes after
+    // every one of them was dispatched.
+    let mut sentinel = hub.watch("tsk_sentinel").await.unwrap();
+    redis.flood("mcpt:events:{tsk_m1}", 400);
+    redis.publish(
+        "mcpt:events:{tsk_sentinel}",
+        r#"["status","working","ver","1"]"#,
+    );
+    tokio::time::timeout(Duration::from_secs(5), sentinel.recv())
+        .await
+        .expect("the sentinel event arrives");
+    let mut resynced = Vec::new();
+    let mut changed = 0;
+    while let Ok(Some((task, ev))) =
+        tokio::time::timeout(Duration::from_millis(500), watches.recv()).await
+    {
+        match ev {
+            TaskEvent::Resync => resynced.push(task.to_string()),
+            TaskEvent::Changed(_) => changed += 1,
+        }
+    }
+    assert_eq!(resynced, ["tsk_m1"], "only the flooded task re-reads");
+    assert!(
+        changed < 400,
+        "the buffer held everything; nothing overflowed"
+    );
+    drop(watches);
+    redis.wait_channels(1).await;
+    drop(sentinel);
     stop.cancel();
 }

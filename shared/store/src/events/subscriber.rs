@@ -9,20 +9,27 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::connection::{Incoming, Sink, connect, timed_out};
-use super::{Cmd, Lag, PING_EVERY, REDIS_TIMEOUT, TaskEvent};
+use super::{Cmd, Delivery, Lag, PING_EVERY, REDIS_TIMEOUT};
 use crate::{Backend, StoreError, TaskRecord, keys};
 
 struct Subscriber {
     sub: u64,
-    tx: mpsc::Sender<TaskEvent>,
+    task: Arc<str>,
+    tx: mpsc::Sender<Delivery>,
     lag: Arc<Lag>,
 }
 
 impl Subscriber {
-    fn deliver(&self, event: TaskEvent) {
-        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(event) {
-            self.lag.raise();
+    fn deliver(&self, record: Arc<TaskRecord>) {
+        if let Err(mpsc::error::TrySendError::Full(_)) =
+            self.tx.try_send((self.task.clone(), record))
+        {
+            self.lag.raise(&self.task);
         }
+    }
+
+    fn resync(&self) {
+        self.lag.raise(&self.task);
     }
 }
 
@@ -69,7 +76,9 @@ pub(super) async fn run(
                     cmd = cmds.recv() => match cmd {
                         None => return,
                         Some(watch @ Cmd::Watch { .. }) => held.push(watch),
-                        Some(Cmd::Unwatch { task, sub }) => remove(&mut table, &layout.events_channel(&task), sub),
+                        Some(Cmd::Unwatch { tasks, sub }) => for task in &tasks {
+                            remove(&mut table, &layout.events_channel(task), sub);
+                        },
                     },
                 }
             }
@@ -109,7 +118,7 @@ pub(super) async fn run(
                 "event subscriber reconnected; watchers re-read"
             );
             for s in table.values().flatten() {
-                s.lag.raise();
+                s.resync();
             }
         }
         if !held.is_empty()
@@ -182,7 +191,7 @@ async fn resubscribe(table: &Table, sink: &mut Sink, channel: &str) -> bool {
     }
     tracing::info!(channel, "event subscription renewed; watchers re-read");
     for s in table.get(channel).into_iter().flatten() {
-        s.lag.raise();
+        s.resync();
     }
     true
 }
@@ -194,36 +203,51 @@ const MAX_BATCH: usize = 512;
 /// gained their first watcher and unsubscribe those that lost their last, each set in one
 /// command, then confirm the watches. `false` when the connection must be replaced.
 async fn apply(layout: &keys::Layout, table: &mut Table, sink: &mut Sink, batch: Vec<Cmd>) -> bool {
+    // Each command's channels, and which of them were subscribed before the batch.
+    let batch: Vec<(Cmd, Vec<String>)> = batch
+        .into_iter()
+        .map(|cmd| {
+            let channels = match &cmd {
+                Cmd::Watch { tasks, .. } | Cmd::Unwatch { tasks, .. } => {
+                    tasks.iter().map(|t| layout.events_channel(t)).collect()
+                }
+            };
+            (cmd, channels)
+        })
+        .collect();
     let before: std::collections::HashSet<String> = batch
         .iter()
-        .map(|c| match c {
-            Cmd::Watch { task, .. } | Cmd::Unwatch { task, .. } => layout.events_channel(task),
-        })
-        .filter(|ch| table.contains_key(ch))
+        .flat_map(|(_, channels)| channels)
+        .filter(|ch| table.contains_key(*ch))
+        .cloned()
         .collect();
+    let mut touched: Vec<String> = Vec::new();
     let mut confirms = Vec::new();
-    let mut touched = Vec::new();
-    for cmd in batch {
+    for (cmd, channels) in batch {
         match cmd {
             Cmd::Watch {
-                task,
+                tasks,
                 sub,
                 tx,
                 lag,
                 done,
             } => {
-                let channel = layout.events_channel(&task);
-                table
-                    .entry(channel.clone())
-                    .or_default()
-                    .push(Subscriber { sub, tx, lag });
-                confirms.push((done, sub, channel.clone()));
-                touched.push(channel);
+                for (task, channel) in tasks.into_iter().zip(&channels) {
+                    table.entry(channel.clone()).or_default().push(Subscriber {
+                        sub,
+                        task,
+                        tx: tx.clone(),
+                        lag: lag.clone(),
+                    });
+                }
+                touched.extend(channels.iter().cloned());
+                confirms.push((done, sub, channels));
             }
-            Cmd::Unwatch { task, sub } => {
-                let channel = layout.events_channel(&task);
-                remove(table, &channel, sub);
-                touched.push(channel);
+            Cmd::Unwatch { sub, .. } => {
+                for channel in &channels {
+                    remove(table, channel, sub);
+                }
+                touched.extend(channels);
             }
         }
     }
@@ -244,8 +268,10 @@ async fn apply(layout: &keys::Layout, table: &mut Table, sink: &mut Sink, batch:
         if let Err(e) = r.unwrap_or_else(|_| Err(timed_out())) {
             // Those watches never started: take them out again, and say why.
             let why = e.to_string();
-            for (done, sub, channel) in confirms {
-                remove(table, &channel, sub);
+            for (done, sub, channels) in confirms {
+                for channel in &channels {
+                    remove(table, channel, sub);
+                }
                 let _ = done.send(Err(StoreError::Redis(redis::RedisError::from(
                     std::io::Error::new(std::io::ErrorKind::NotConnected, why.clone()),
                 ))));
@@ -291,12 +317,12 @@ fn dispatch(layout: &keys::Layout, table: &Table, msg: &redis::Msg) {
     let Some(record) = TaskRecord::from_published(task, msg.get_payload_bytes()) else {
         tracing::warn!(task.id = %task, "undecodable task event; watchers re-read");
         for s in subs {
-            s.lag.raise();
+            s.resync();
         }
         return;
     };
     let record = Arc::new(record);
     for s in subs {
-        s.deliver(TaskEvent::Changed(record.clone()));
+        s.deliver(record.clone());
     }
 }

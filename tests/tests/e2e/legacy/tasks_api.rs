@@ -430,3 +430,112 @@ async fn open_result(
         )
         .await
 }
+
+/// Issue 20, item 7: a 2025 session's sets hold live tasks only. The session's `GET`
+/// stream takes the tasks it saw end out of the session's set (so a stream opened later
+/// reads none of them again), and each create drops the expired tasks from the caller's
+/// `tasks/list` index, with no `tasks/list` needed to meet them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sessions_sets_hold_live_tasks_only() -> Result<()> {
+    let ctx = TestContext::start(1, 1).await?;
+    ctx.wait_for_tools().await?;
+    let a = ctx.gateways[0].client();
+    let s = Session::start(&a, "2025-11-25", json!({})).await?;
+    let session_set = format!("mcpt:session-tasks:{{{}}}", s.id);
+    let listed = format!("mcpt:listed:{{s:{}}}", s.id);
+    let count = |args: &[&str]| -> Result<u64> {
+        let out = ctx.redis.cli(args)?;
+        out.trim()
+            .parse()
+            .with_context(|| format!("{args:?} answered {out:?}"))
+    };
+    let create = |n: u64, ttl: u64| {
+        let s = &s;
+        let a = &a;
+        async move {
+            let r = s
+                .request(
+                    a,
+                    n,
+                    "tools/call",
+                    json!({"name": "sleep", "arguments": {"ms": 0}, "task": {"ttl": ttl}}),
+                )
+                .await?;
+            r.body["result"]["task"]["taskId"]
+                .as_str()
+                .map(str::to_owned)
+                .with_context(|| format!("no task: {}", r.body))
+        }
+    };
+    let short = create(1, 1_000).await?;
+    let long = create(2, 120_000).await?;
+    for id in [&short, &long] {
+        poll_until(WITHIN, || async {
+            let t = s
+                .request(&a, 9, "tasks/get", json!({"taskId": id}))
+                .await
+                .ok()?;
+            (t.body["result"]["status"] == "completed").then_some(())
+        })
+        .await
+        .context("the tasks never completed")?;
+    }
+    assert_eq!(count(&["SCARD", &session_set])?, 2);
+    assert_eq!(count(&["ZCARD", &listed])?, 2);
+
+    // The stream sends each ended task once, then forgets it.
+    let res = a
+        .send_raw(
+            "GET",
+            "/mcp",
+            &[("accept", "text/event-stream"), ("mcp-session-id", &s.id)],
+            Default::default(),
+        )
+        .await?;
+    assert_eq!(res.status(), 200);
+    let mut stream = SseStream::from_response(res);
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let n = stream
+            .next(WITHIN)
+            .await
+            .context("no status notification")?;
+        assert_eq!(n["params"]["status"], "completed", "{n}");
+        seen.push(
+            n["params"]["taskId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        );
+    }
+    seen.sort();
+    let mut want = vec![short.clone(), long.clone()];
+    want.sort();
+    assert_eq!(seen, want);
+    poll_until(WITHIN, || async {
+        (count(&["SCARD", &session_set]).ok()? == 0).then_some(())
+    })
+    .await
+    .context("the session's set still holds ended tasks")?;
+    drop(stream);
+
+    // Once the short task expired, the next create drops it from the list.
+    poll_until(WITHIN, || async {
+        let t = s
+            .request(&a, 9, "tasks/get", json!({"taskId": short}))
+            .await
+            .ok()?;
+        t.body.get("error").is_some().then_some(())
+    })
+    .await
+    .context("the short task never expired")?;
+    let newer = create(3, 120_000).await?;
+    let members = ctx.redis.cli(&["ZRANGE", &listed, "0", "-1"])?;
+    let mut members: Vec<&str> = members.lines().filter(|l| !l.is_empty()).collect();
+    members.sort();
+    let mut want = vec![long.as_str(), newer.as_str()];
+    want.sort();
+    assert_eq!(members, want, "the expired task is still listed");
+    ctx.cleanup().await;
+    Ok(())
+}
