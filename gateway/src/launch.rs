@@ -78,8 +78,11 @@ pub(crate) async fn prepare(
     }
     let args = Value::Object(args);
     let Some(tool) = state.registry.find(name).await? else {
+        let tools = state.registry.tools().await?;
+        let names: Vec<&str> = tools.iter().map(|t| t.tool.name.as_str()).collect();
         return Err(DispatchError::InvalidParams(format!(
-            "Unknown tool: {name}"
+            "Unknown tool: {name}{}",
+            suggest(name, &names)
         )));
     };
     if let Err(violation) = schema::validate(&tool.tool.input_schema, &args) {
@@ -369,5 +372,70 @@ impl Drop for CancelOnDrop {
                 tracing::warn!(task.id = %id, error = %e, "cannot cancel abandoned task");
             }
         });
+    }
+}
+
+/// What to say after `Unknown tool: NAME`: the nearest live tools (`; did you mean a, b?`),
+/// else up to a few of them (`; tools: …`), else that none is live.
+fn suggest(name: &str, tools: &[&str]) -> String {
+    const SHOWN: usize = 5;
+    if tools.is_empty() {
+        return "; no tool is live (no worker advertises one)".to_owned();
+    }
+    let wanted = name.to_lowercase();
+    let mut near: Vec<(usize, &str)> = tools
+        .iter()
+        .map(|t| (edit_distance(&wanted, &t.to_lowercase()), *t))
+        .filter(|(d, t)| {
+            *d <= (t.chars().count().max(wanted.chars().count()) / 3).max(1)
+                || (!wanted.is_empty() && t.to_lowercase().contains(&wanted))
+        })
+        .collect();
+    near.sort();
+    if !near.is_empty() {
+        let names: Vec<&str> = near.iter().take(3).map(|(_, t)| *t).collect();
+        return format!("; did you mean {}?", names.join(", "));
+    }
+    let more = if tools.len() > SHOWN { ", …" } else { "" };
+    format!(
+        "; tools: {}{more} (tools/list names them all)",
+        tools[..tools.len().min(SHOWN)].join(", ")
+    )
+}
+
+/// Levenshtein distance between `a` and `b`, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_tool_names_the_nearest() {
+        let tools = ["echo", "sleep", "ask", "fail", "slow_compute"];
+        assert_eq!(suggest("slep", &tools), "; did you mean sleep?");
+        assert_eq!(suggest("Echo", &tools), "; did you mean echo?");
+        assert_eq!(suggest("slow", &tools), "; did you mean slow_compute?");
+        assert_eq!(
+            suggest("nosuchtool", &tools),
+            "; tools: echo, sleep, ask, fail, slow_compute (tools/list names them all)"
+        );
+        assert!(suggest("x", &[]).contains("no tool is live"));
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 }

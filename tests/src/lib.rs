@@ -86,7 +86,8 @@ pub fn metric_value(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
-/// A fresh directory under the system temp dir, removed by the owner.
+/// A fresh directory under the system temp dir, removed by the owner (on drop: every
+/// caller keeps it in a type whose `Drop` removes it, as [`TempDir`]).
 pub(crate) fn temp_dir(prefix: &str) -> Result<PathBuf> {
     static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -139,21 +140,75 @@ impl Drop for TwoTokens {
     }
 }
 
-/// Write a tool catalog (`MCPT_TOOLS_FILE`) to a fresh `tools.toml` in a private folder.
-pub fn write_catalog(text: &str) -> Result<PathBuf> {
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("mcpt-catalog-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join("tools.toml");
-    std::fs::write(&path, text)?;
-    Ok(path)
+/// A file in a private temp folder of its own; the folder goes on drop, also when the
+/// test fails.
+pub struct TempFile {
+    dir: PathBuf,
+    path: PathBuf,
+}
+
+impl TempFile {
+    /// A path named `name` in a fresh private folder (the file itself is not created).
+    ///
+    /// # Errors
+    /// The folder cannot be created.
+    pub fn new(name: &str) -> Result<TempFile> {
+        let dir = temp_dir("mcpt-file")?;
+        Ok(TempFile {
+            path: dir.join(name),
+            dir,
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A private directory under the system temp dir, removed with everything in it on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A fresh directory named after `prefix`.
+    ///
+    /// # Errors
+    /// It cannot be created.
+    pub fn new(prefix: &str) -> Result<TempDir> {
+        temp_dir(prefix).map(TempDir)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Write a tool catalog (`MCPT_TOOLS_FILE`) to a fresh `tools.toml` in a private folder,
+/// removed when the returned file is dropped.
+pub fn write_catalog(text: &str) -> Result<TempFile> {
+    let file = TempFile::new("tools.toml")?;
+    std::fs::write(file.path(), text)?;
+    Ok(file)
 }
 
 /// A worker given the catalog `text` refuses to start with exit 64 and one line on stderr
 /// naming the file and containing `want`.
 pub fn assert_catalog_refused(text: &str, want: &str) -> Result<()> {
-    let path = write_catalog(text)?;
+    let catalog = write_catalog(text)?;
+    let path = catalog.path();
     let (mut p, _) = Process::spawn(
         "mcp-tasks-worker",
         &[
@@ -182,6 +237,8 @@ pub struct CatalogStack {
     pub worker: Worker,
     /// A client of the gateway.
     pub client: Client,
+    /// The catalog file, kept while the worker runs.
+    _catalog: TempFile,
 }
 
 impl CatalogStack {
@@ -193,9 +250,9 @@ impl CatalogStack {
         worker_env: &[(&str, String)],
         gateway_env: &[(&str, String)],
     ) -> Result<CatalogStack> {
-        let path = write_catalog(text)?;
+        let catalog = write_catalog(text)?;
         let redis = RedisServer::start()?;
-        let mut env = vec![("MCPT_TOOLS_FILE", path.display().to_string())];
+        let mut env = vec![("MCPT_TOOLS_FILE", catalog.path().display().to_string())];
         env.extend(worker_env.iter().cloned());
         let worker = Worker::start(&redis.url(), &env)?;
         let gateway = Gateway::start(&redis.url(), gateway_env)?;
@@ -206,6 +263,7 @@ impl CatalogStack {
             gateway,
             worker,
             client,
+            _catalog: catalog,
         })
     }
 }

@@ -32,7 +32,8 @@ pub fn binary(name: &str) -> PathBuf {
     bin_dir().join(name)
 }
 
-/// A spawned project process; killed on drop, its stderr kept in a log file.
+/// A spawned project process; killed on drop, its stderr kept in a log file (printed on
+/// drop when the test panics, then removed).
 pub struct Process {
     child: Child,
     log: PathBuf,
@@ -191,12 +192,11 @@ impl Drop for Process {
     fn drop(&mut self) {
         self.kill();
         if std::thread::panicking() {
-            eprintln!(
-                "--- {} log ({}) ---\n{}",
-                self.name,
-                self.log.display(),
-                self.log_text()
-            );
+            eprintln!("--- {} log ---\n{}", self.name, self.log_text());
+        }
+        // The log was printed if the test failed; its private folder goes either way.
+        if let Some(dir) = self.log.parent() {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }

@@ -131,7 +131,7 @@ impl Claims {
                 .await
             {
                 Ok(()) => {
-                    tracing::info!(queue.stream = %stream, jobs = entries.len(), "jobs given up for other workers")
+                    tracing::info!(queue.stream = %stream, jobs = entries.len(), "jobs handed back to their queue")
                 }
                 Err(e) => {
                     tracing::warn!(queue.stream = %stream, error = %e, "cannot give jobs up; they are reclaimed after the lease")

@@ -197,7 +197,7 @@ pub async fn run_with_admin(
     if !finished {
         tracing::warn!(
             grace_ms = config.shutdown_grace.as_millis() as u64,
-            "jobs still running after the grace period were given up to other workers"
+            "jobs still running after the grace period were handed back to their queue (for another worker, or this one after a restart)"
         );
     }
     hub_stop.cancel();

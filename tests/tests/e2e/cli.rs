@@ -99,6 +99,7 @@ impl Drop for Run {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -217,10 +218,53 @@ async fn call_prints_results_progress_and_errors() -> Result<()> {
     assert_eq!(out.stdout, "slept 10 ms\n", "{out:?}");
     assert!(!out.stderr.contains("task tsk_"), "{out:?}");
 
-    // A JSON-RPC error of the call itself: unknown tool.
+    // A JSON-RPC error of the call itself: unknown tool, naming the nearest.
     let out = cli(&["call", "no_such_tool", "--args", "{}"], &env, None)?;
     assert_eq!(out.code, Some(1), "{out:?}");
     assert!(out.stderr.starts_with("error -"), "{out:?}");
+    let out = cli(&["call", "slep", "--args", "{}"], &env, None)?;
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("did you mean sleep?"), "{out:?}");
+
+    // A task-only tool without --task says to add it.
+    let out = cli(
+        &["call", "ask", "--args", r#"{"question":"?"}"#],
+        &env,
+        None,
+    )?;
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
+    assert!(out.stderr.contains("add --task"), "{out:?}");
+
+    // Arguments that break the schema are the caller's mistake, not a tool error.
+    for task in [false, true] {
+        let mut args = vec!["call", "sleep", "--args", r#"{"ms":"long"}"#];
+        if task {
+            args.push("--task");
+        }
+        let out = cli(&args, &env, None)?;
+        assert_eq!(out.code, Some(1), "{out:?}");
+        assert!(
+            out.stderr.starts_with("mcp-tasks: invalid arguments: "),
+            "{out:?}"
+        );
+        assert!(!out.stderr.contains("tool error"), "{out:?}");
+    }
+
+    // `tools` lists each tool with its task support and arguments.
+    let out = cli(&["tools", "--redis", &ctx.redis.url()], &env, None)?;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let row = |name: &str| {
+        out.stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} row: {out:?}"))
+            .to_owned()
+    };
+    assert!(row("ask").contains("only with --task"), "{out:?}");
+    assert!(row("ask").contains("question: string"), "{out:?}");
+    assert!(row("echo").contains("never"), "{out:?}");
+    assert!(row("sleep").contains("ms: integer"), "{out:?}");
 
     ctx.cleanup().await;
     Ok(())
@@ -261,8 +305,9 @@ async fn get_cancel_and_watch_a_task() -> Result<()> {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(out.stdout.contains(&id), "{out:?}");
 
+    // `help`: exit 1 after a failed or cancelled task.
     let out = watch.wait(Duration::from_secs(10))?;
-    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.code, Some(1), "{out:?}");
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert!(
         lines
@@ -281,13 +326,34 @@ async fn get_cancel_and_watch_a_task() -> Result<()> {
     let task: Value = serde_json::from_str(&out.stdout).context("get prints JSON")?;
     assert_eq!(task["status"], "cancelled", "{out:?}");
 
-    let out = cli(&["get", "tsk_unknown"], &env, None)?;
-    assert_eq!(out.code, Some(1), "{out:?}");
-    assert!(out.stderr.contains("-32602"), "{out:?}");
+    // One wording for an unknown id in every command.
+    for command in ["get", "cancel", "watch"] {
+        let out = cli(&[command, "tsk_unknown"], &env, None)?;
+        assert_eq!(out.code, Some(1), "{command}: {out:?}");
+        assert_eq!(
+            out.stderr,
+            "mcp-tasks: task tsk_unknown not found (unknown, expired, or not readable with these credentials)\n",
+            "{command}: {out:?}"
+        );
+    }
 
-    let out = cli(&["watch", "tsk_unknown"], &env, None)?;
-    assert_eq!(out.code, Some(1), "{out:?}");
-    assert!(out.stderr.contains("tsk_unknown"), "{out:?}");
+    // A completed task watched: exit 0.
+    let out = cli(
+        &[
+            "call",
+            "sleep",
+            "--args",
+            r#"{"ms":10}"#,
+            "--task",
+            "--detach",
+        ],
+        &env,
+        None,
+    )?;
+    let done = out.stdout.trim().to_owned();
+    let out = cli(&["watch", &done], &env, None)?;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains(&format!("{done} completed")), "{out:?}");
 
     ctx.cleanup().await;
     Ok(())
@@ -403,7 +469,9 @@ async fn usage_and_connection_errors() -> Result<()> {
     }
     let out = cli(&["help"], &[], None)?;
     assert_eq!(out.code, Some(0), "{out:?}");
-    for cmd in ["up", "call", "get", "cancel", "watch", "queues", "workers"] {
+    for cmd in [
+        "up", "call", "get", "cancel", "watch", "tools", "queues", "workers",
+    ] {
         assert!(
             out.stdout.contains(&format!("\n  {cmd} ")),
             "{cmd}: {out:?}"

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use mcp_tasks_tests::{
-    CatalogStack, Client, Gateway, RedisServer, Worker, assert_catalog_refused, caps_none,
-    poll_until, write_catalog,
+    CatalogStack, Client, Gateway, RedisServer, TempFile, Worker, assert_catalog_refused,
+    caps_none, poll_until, write_catalog,
 };
 use serde_json::{Value, json};
 
@@ -329,9 +329,9 @@ async fn catalog_with_mistakes_is_refused_at_start() -> Result<()> {
 /// never happens.
 #[tokio::test(flavor = "multi_thread")]
 async fn task_cancelled_while_queued_never_runs() -> Result<()> {
-    let marker = std::env::temp_dir().join(format!("mcpt-ran-{}", std::process::id()));
-    let _ = std::fs::remove_file(&marker);
-    let path = write_catalog(&format!(
+    let marker_file = TempFile::new("ran")?;
+    let marker = marker_file.path();
+    let catalog = write_catalog(&format!(
         r#"
         [[command]]
         name = "touch_marker"
@@ -340,7 +340,7 @@ async fn task_cancelled_while_queued_never_runs() -> Result<()> {
         marker.display()
     ))?;
     let redis = RedisServer::start()?;
-    let env = [("MCPT_TOOLS_FILE", path.display().to_string())];
+    let env = [("MCPT_TOOLS_FILE", catalog.path().display().to_string())];
     let mut first = Worker::start(&redis.url(), &env)?;
     let gateway = Gateway::start(&redis.url(), &[])?;
     let client = gateway.client();

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
-use mcp_tasks_tests::{Gateway, RedisServer, caps_none, metric_value, metrics_text};
+use mcp_tasks_tests::{Gateway, RedisServer, TempDir, caps_none, metric_value, metrics_text};
 use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
@@ -25,13 +25,6 @@ fn token_env(dir: &std::path::Path) -> Result<Vec<(&'static str, String)>> {
         ("MCPT_AUTH", "tokens".to_owned()),
         ("MCPT_AUTH_TOKENS_FILE", file.display().to_string()),
     ])
-}
-
-fn private_dir(name: &str) -> Result<std::path::PathBuf> {
-    let d = std::env::temp_dir().join(format!("mcpt-conn-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d)?;
-    Ok(d)
 }
 
 /// Wait (up to `within`) until the gateway closes `stream`: a read returns end of file or
@@ -70,9 +63,9 @@ async fn authenticated_tools_list(addr: SocketAddr) -> Result<Duration> {
 /// handful of descriptors and counted what it closed.
 #[tokio::test]
 async fn silent_connections_neither_exhaust_nor_outlive_the_header_timeout() -> Result<()> {
-    let dir = private_dir("silent")?;
+    let dir = TempDir::new("mcpt-conn-silent")?;
     let redis = RedisServer::start()?;
-    let mut env = token_env(&dir)?;
+    let mut env = token_env(dir.path())?;
     env.push(("MCPT_HEADER_TIMEOUT", "3s".to_owned()));
     let mut gateway = Gateway::start_with_open_files(&redis.url(), &env, 512)?;
     let addr = gateway.addr;
@@ -140,7 +133,6 @@ async fn silent_connections_neither_exhaust_nor_outlive_the_header_timeout() -> 
         evicted >= 150.0 && timed_out + evicted >= 600.0,
         "closed: {timed_out} by the header timeout, {evicted} to make room"
     );
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 

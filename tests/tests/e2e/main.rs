@@ -23,4 +23,5 @@ mod recovery;
 mod redis_cluster;
 mod sentinel;
 mod telemetry;
+mod up;
 mod upstream;

@@ -102,6 +102,8 @@ impl Cli {
                 cmd.env(keep, v);
             }
         }
+        // `up` keeps its data (and its runtime file) in this private folder, not the user's.
+        cmd.env("XDG_DATA_HOME", &dir);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -406,11 +408,11 @@ async fn readyz_follows_redis_and_healthz_does_not() -> Result<()> {
 #[tokio::test]
 async fn mcp_tasks_up_without_redis_server_says_so_and_fails() -> Result<()> {
     let ctx = TestContext::start(0, 0).await?;
-    let empty = temp_dir("mcpt-empty-path")?;
+    let empty = mcp_tasks_tests::TempDir::new("mcpt-empty-path")?;
     let mut cli = Cli::spawn(
         &["up"],
         &[
-            ("PATH", empty.display().to_string()),
+            ("PATH", empty.path().display().to_string()),
             ("MCPT_LISTEN_ADDR", "127.0.0.1:0".to_owned()),
         ],
     )?;
@@ -421,7 +423,6 @@ async fn mcp_tasks_up_without_redis_server_says_so_and_fails() -> Result<()> {
     let l = lines(&err);
     assert_eq!(l.len(), 1, "one stderr line, got {err:?}");
     assert!(l[0].contains("redis-server"), "{:?}", l[0]);
-    let _ = std::fs::remove_dir_all(empty);
     ctx.cleanup().await;
     Ok(())
 }

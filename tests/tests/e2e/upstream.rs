@@ -11,7 +11,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use mcp_tasks_tests::{CatalogStack, Client, assert_catalog_refused, poll_until, repo_root};
+use mcp_tasks_tests::{
+    CatalogStack, Client, TempFile, assert_catalog_refused, poll_until, repo_root,
+};
 use serde_json::{Value, json};
 
 const WITHIN: Duration = Duration::from_secs(30);
@@ -227,9 +229,8 @@ async fn upstream_progress_becomes_status_messages() -> Result<()> {
 /// `cancelled` and the next call is served.
 #[tokio::test(flavor = "multi_thread")]
 async fn cancel_reaches_the_upstream() -> Result<()> {
-    let wire =
-        std::env::temp_dir().join(format!("mcpt-upstream-wire-{}.jsonl", std::process::id()));
-    let _ = std::fs::remove_file(&wire);
+    let wire_file = TempFile::new("wire.jsonl")?;
+    let wire = wire_file.path();
     let s = start(
         &format!(
             "[[upstream]]\nname = \"everything\"\ncommand = [\"sh\", \"-c\", \"tee -a \\\"$0\\\" | exec node \\\"$1\\\" stdio\", {:?}, {:?}]\ntools = [\"trigger-long-running-operation\", \"simulate-research-query\", \"get-sum\"]\n",
@@ -260,7 +261,7 @@ async fn cancel_reaches_the_upstream() -> Result<()> {
     s.client.wait_status(&id, "cancelled", WITHIN).await?;
 
     let sent = |method: &str| -> Vec<Value> {
-        std::fs::read_to_string(&wire)
+        std::fs::read_to_string(wire)
             .unwrap_or_default()
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())

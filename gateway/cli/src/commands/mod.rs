@@ -1,20 +1,27 @@
-//! The user and operator subcommands of `mcp-tasks` (everything but `up`): argument
-//! parsing, exit codes and the runtime they run on.
+//! The user and operator subcommands of `mcp-tasks` (everything but `up`, which is in
+//! `up/`): argument parsing, where they connect, exit codes and the runtime they run on.
+//!
+//! Where: `--url`/`--redis`, else `MCPT_URL`/`MCPT_REDIS_URL`, else the runtime file of an
+//! `up` running with the default data directory (`data.rs`), else the defaults below.
 //!
 //! Exit codes: 0 success; 1 failure (the server or Redis could not be reached, a JSON-RPC
-//! error, a failed or cancelled task, a tool result with `isError`); 64 usage error; 130
-//! interrupted by Ctrl-C.
+//! error, a failed or cancelled task, a tool result with `isError`, invalid arguments); 64
+//! usage error; 130 interrupted by Ctrl-C.
 
 mod client;
 mod ops;
 mod tasks;
 mod terminal;
+mod tools;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 use serde_json::Value;
+
+use crate::data::Runtime;
 
 /// Default MCP endpoint.
 const DEFAULT_URL: &str = "http://127.0.0.1:8080/mcp";
@@ -33,9 +40,13 @@ const ENV_REDIS: &str = "MCPT_REDIS_URL";
     about = "Durable MCP tool calls: run the service on one machine, call tools as tasks, \
              and look into the queues",
     after_help = "environment:\n  \
-        MCPT_TOKEN   bearer token for a gateway with MCPT_AUTH=tokens or jwt\n\n\
+        MCPT_TOKEN     bearer token for a gateway with MCPT_AUTH=tokens or jwt\n  \
+        MCPT_DATA_DIR  up's data directory [default $XDG_DATA_HOME/mcp-tasks or \
+        ~/.local/share/mcp-tasks]\n\n\
+        Next to a running `up`, the other commands need no --url or --redis: they read \
+        DATA_DIR/up.json.\n\n\
         exit codes: 0 ok, 1 failed (unreachable, JSON-RPC error, failed/cancelled task, tool \
-        error),\n            64 usage error, 130 interrupted"
+        error,\n            invalid arguments), 64 usage error, 130 interrupted"
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]
@@ -46,7 +57,19 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Run redis (private, unless MCPT_REDIS_URL is set), a gateway and a worker pool
-    Up,
+    ///
+    /// The private Redis keeps its data (append-only file, fsync every second) in the data
+    /// directory, so tasks, answers and queues survive a restart; a task that was running
+    /// resumes. Ctrl-C stops within a few seconds; a second Ctrl-C at once.
+    Up {
+        /// Data directory [env MCPT_DATA_DIR; default $XDG_DATA_HOME/mcp-tasks or
+        /// ~/.local/share/mcp-tasks]
+        #[arg(long, value_name = "DIR")]
+        data: Option<PathBuf>,
+        /// Keep nothing: Redis data in a temp directory deleted on exit
+        #[arg(long, conflicts_with = "data")]
+        ephemeral: bool,
+    },
     /// Call a tool (with --task: as a task, followed to its end)
     ///
     /// With --task declare the Tasks extension and follow the task: status lines on stderr,
@@ -89,6 +112,16 @@ pub(crate) enum Command {
         #[command(flatten)]
         endpoint: Endpoint,
     },
+    /// The tools: name, whether they run as tasks, arguments
+    ///
+    /// The list comes from the gateway (tools/list); whether a tool runs as a task from the
+    /// workers' advertisements in Redis (shown as ? when Redis cannot be read).
+    Tools {
+        #[command(flatten)]
+        endpoint: Endpoint,
+        #[command(flatten)]
+        redis: RedisUrl,
+    },
     /// Per queue: length, consumer-group lag, pending jobs, consumers (Redis)
     Queues {
         #[command(flatten)]
@@ -104,7 +137,8 @@ pub(crate) enum Command {
 /// The MCP endpoint option of the subcommands that talk to a gateway.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Endpoint {
-    /// MCP endpoint [env MCPT_URL; default http://127.0.0.1:8080/mcp]
+    /// MCP endpoint [env MCPT_URL; default: the running `up`'s, else
+    /// http://127.0.0.1:8080/mcp]
     #[arg(long, value_name = "URL")]
     url: Option<String>,
 }
@@ -112,7 +146,8 @@ pub(crate) struct Endpoint {
 /// The Redis option of the subcommands that read Redis.
 #[derive(Debug, clap::Args)]
 pub(crate) struct RedisUrl {
-    /// Redis [env MCPT_REDIS_URL; default redis://127.0.0.1:6379]
+    /// Redis [env MCPT_REDIS_URL; default: the running `up`'s, else
+    /// redis://127.0.0.1:6379]
     #[arg(long, value_name = "URL")]
     redis: Option<String>,
 }
@@ -185,10 +220,17 @@ impl Fail {
     }
 }
 
-fn env_or(var: &str, default: &str) -> String {
+/// Print a usage error (one line); exit 64.
+pub(crate) fn usage(why: impl std::fmt::Display) -> ExitCode {
+    Fail::usage(why).exit()
+}
+
+/// The variable `var` when set, else what a running `up` says, else `default`.
+fn env_or(var: &str, from_up: impl FnOnce(Runtime) -> String, default: &str) -> String {
     std::env::var(var)
         .ok()
         .filter(|v| !v.trim().is_empty())
+        .or_else(|| Runtime::find().map(from_up))
         .unwrap_or_else(|| default.to_owned())
 }
 
@@ -216,13 +258,19 @@ pub(crate) fn run(command: Command) -> ExitCode {
 }
 
 async fn execute(command: Command) -> Result<(), Fail> {
-    let redis = |o: RedisUrl| o.redis.unwrap_or_else(|| env_or(ENV_REDIS, DEFAULT_REDIS));
+    let redis = |o: RedisUrl| {
+        o.redis
+            .unwrap_or_else(|| env_or(ENV_REDIS, |r| r.redis_url, DEFAULT_REDIS))
+    };
     let client = |o: Endpoint| {
-        let url = o.url.unwrap_or_else(|| env_or(ENV_URL, DEFAULT_URL));
+        let url = o
+            .url
+            .unwrap_or_else(|| env_or(ENV_URL, |r| r.mcp_url, DEFAULT_URL));
         client::Client::new(&url).map_err(Fail::usage)
     };
     match command {
-        Command::Up => Err(Fail::usage("`up` runs on its own")),
+        Command::Up { .. } => Err(Fail::usage("`up` runs on its own")),
+        Command::Tools { endpoint, redis: o } => tools::tools(&client(endpoint)?, &redis(o)).await,
         Command::Queues { redis: o } => ops::queues(&redis(o)).await,
         Command::Workers { redis: o } => ops::workers(&redis(o)).await,
         Command::Call {

@@ -9,7 +9,8 @@ use mcp_tasks_store::{RedisTarget, Store, StoreError};
 
 use super::Fail;
 
-const TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one Redis read may take.
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Run one store call with the CLI's timeout; failures name the Redis.
 async fn ask<T>(
@@ -27,7 +28,8 @@ async fn ask<T>(
         })
 }
 
-async fn connect(url: &str) -> Result<Store, Fail> {
+/// Connect to the Redis at `url` (a cluster too) with the servers' shard count.
+pub(crate) async fn connect(url: &str) -> Result<Store, Fail> {
     if RedisTarget::parse(url).is_none() {
         return Err(Fail::usage(format!(
             "bad Redis URL {url:?}: expected redis://, rediss://, unix:// or a cluster node list"
@@ -40,7 +42,7 @@ async fn connect(url: &str) -> Result<Store, Fail> {
 }
 
 /// Print rows as a left-aligned table (numbers right-aligned) with a header.
-fn table(header: &[&str], rows: &[Vec<String>]) {
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

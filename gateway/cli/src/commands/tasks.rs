@@ -11,8 +11,14 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::Fail;
-use super::client::{CallError, Caps, Client, TASK_CAPS};
+use super::client::{CallError, Caps, Client, TASK_CAPS, TASKS};
 use super::terminal::{Terminal, answer_requests};
+
+/// `INVALID_PARAMS`, the code of an unknown task id.
+const INVALID_PARAMS: i64 = -32602;
+/// How a schema violation starts (the gateway's `launch.rs`): `invalid arguments for tool
+/// NAME: WHY`.
+const INVALID_ARGUMENTS: &str = "invalid arguments for tool ";
 
 /// How long a `tasks/*` request may take.
 const TIMEOUT: Option<Duration> = Some(Duration::from_secs(30));
@@ -21,10 +27,41 @@ const MAX_ROUNDS: usize = 16;
 /// Consecutive failures to open a listen stream before giving up.
 const MAX_RECONNECTS: u32 = 5;
 
-fn rpc_fail(e: CallError) -> Fail {
+pub(crate) fn rpc_fail(e: CallError) -> Fail {
     match e {
         CallError::Rpc { .. } => Fail::line(1, e.to_string()),
         CallError::Transport(why) => Fail::runtime(why),
+    }
+}
+
+/// The one wording, in every command, for a task id the server does not know: unknown,
+/// expired and someone else's answer alike (T-25).
+fn not_found(id: &str) -> String {
+    format!("task {id} not found (unknown, expired, or not readable with these credentials)")
+}
+
+/// [`rpc_fail`] for a `tasks/*` request about `id`: a task the server does not know reads
+/// as [`not_found`].
+fn task_fail(id: &str) -> impl Fn(CallError) -> Fail + '_ {
+    move |e| match &e {
+        CallError::Rpc { code, message }
+            if *code == INVALID_PARAMS && message.to_ascii_lowercase().contains("not found") =>
+        {
+            Fail::runtime(not_found(id))
+        }
+        _ => rpc_fail(e),
+    }
+}
+
+/// [`rpc_fail`] for a `tools/call` of `tool` made without `--task`: an error saying the
+/// call needs the Tasks extension (a task-only tool, or one that asks for input) tells
+/// the user to add `--task`.
+fn call_fail(tool: &str, task: bool) -> impl Fn(CallError) -> Fail + '_ {
+    move |e| match &e {
+        CallError::Rpc { message, .. } if !task && message.contains(TASKS) => Fail::runtime(
+            format!("tool {tool} runs only as a task: add --task (the server said: {message})"),
+        ),
+        _ => rpc_fail(e),
     }
 }
 
@@ -71,6 +108,14 @@ fn render(result: &Value) -> String {
 fn finish_result(result: &Value) -> Result<(), Fail> {
     let text = render(result);
     if result["isError"] == true {
+        // A schema violation is the caller's mistake, not the tool's: no task was made.
+        if let Some(why) = text
+            .strip_prefix(INVALID_ARGUMENTS)
+            .and_then(|rest| rest.split_once(": "))
+            .map(|(_, why)| why)
+        {
+            return Err(Fail::runtime(format!("invalid arguments: {why}")));
+        }
         return Err(Fail::line(1, format!("tool error: {text}")));
     }
     if !text.is_empty() {
@@ -102,7 +147,7 @@ pub(crate) async fn call(
         let result = client
             .request("tools/call", params.clone(), caps, None)
             .await
-            .map_err(rpc_fail)?;
+            .map_err(call_fail(tool, task))?;
         match result["resultType"].as_str() {
             Some("task") if detach => {
                 println!("{}", result["taskId"].as_str().unwrap_or(""));
@@ -232,7 +277,7 @@ async fn on_state(
                     TIMEOUT,
                 )
                 .await
-                .map_err(rpc_fail)?;
+                .map_err(task_fail(id))?;
         }
     }
     Ok(None)
@@ -274,7 +319,7 @@ async fn track(
                         let task = client
                             .request("tasks/get", json!({"taskId": id}), TASK_CAPS, TIMEOUT)
                             .await
-                            .map_err(rpc_fail)?;
+                            .map_err(task_fail(id))?;
                         if let Some(end) = on_state(client, id, &task, progress, term).await? {
                             return Ok(end);
                         }
@@ -301,7 +346,7 @@ async fn track(
         let task = client
             .request("tasks/get", json!({"taskId": id}), TASK_CAPS, TIMEOUT)
             .await
-            .map_err(rpc_fail)?;
+            .map_err(task_fail(id))?;
         if let Some(end) = on_state(client, id, &task, progress, term).await? {
             return Ok(end);
         }
@@ -319,7 +364,7 @@ pub(crate) async fn get(client: &Client, id: &str) -> Result<(), Fail> {
     let task = client
         .request("tasks/get", json!({"taskId": id}), TASK_CAPS, TIMEOUT)
         .await
-        .map_err(rpc_fail)?;
+        .map_err(task_fail(id))?;
     println!(
         "{}",
         serde_json::to_string_pretty(&task).unwrap_or_default()
@@ -332,12 +377,13 @@ pub(crate) async fn cancel(client: &Client, id: &str) -> Result<(), Fail> {
     client
         .request("tasks/cancel", json!({"taskId": id}), TASK_CAPS, TIMEOUT)
         .await
-        .map_err(rpc_fail)?;
+        .map_err(task_fail(id))?;
     println!("cancel requested for {id} (it ends cancelled unless it finishes first)");
     Ok(())
 }
 
-/// `watch ID...`: one line per change, `ID status message`, until every task has ended.
+/// `watch ID...`: one line per change, `ID status message`, until every task has ended;
+/// exit 1 when one is unknown, failed or was cancelled.
 pub(crate) async fn watch(client: &Client, ids: &[String]) -> Result<(), Fail> {
     let mut pending: Vec<String> = Vec::new();
     for id in ids {
@@ -347,6 +393,7 @@ pub(crate) async fn watch(client: &Client, ids: &[String]) -> Result<(), Fail> {
     }
     let mut shown: HashMap<String, (String, String)> = HashMap::new();
     let mut missing = 0;
+    let mut unsuccessful = 0;
     let mut failures = 0;
     let watching = async {
         while !pending.is_empty() {
@@ -374,9 +421,7 @@ pub(crate) async fn watch(client: &Client, ids: &[String]) -> Result<(), Fail> {
                         pending.retain(|id| {
                             let ok = acked.contains(&id.as_str());
                             if !ok {
-                                eprintln!(
-                                    "mcp-tasks: task {id} not found (unknown, expired, or not readable with these credentials)"
-                                );
+                                eprintln!("mcp-tasks: {}", not_found(id));
                                 missing += 1;
                             }
                             ok
@@ -410,6 +455,9 @@ pub(crate) async fn watch(client: &Client, ids: &[String]) -> Result<(), Fail> {
                             shown.insert(id.to_owned(), now);
                         }
                         if is_terminal(&status) {
+                            if status != "completed" {
+                                unsuccessful += 1;
+                            }
                             pending.retain(|p| p != id);
                         }
                     }
@@ -429,7 +477,9 @@ pub(crate) async fn watch(client: &Client, ids: &[String]) -> Result<(), Fail> {
         r = watching => r?,
         _ = tokio::signal::ctrl_c() => return Err(Fail::quiet(130)),
     }
-    if missing > 0 {
+    // Exit 1 for a failed or cancelled task as for an unknown one (`help`); the lines
+    // said which.
+    if missing > 0 || unsuccessful > 0 {
         return Err(Fail::quiet(1));
     }
     Ok(())
