@@ -189,10 +189,12 @@ pub fn init(service: &'static str) -> Result<Telemetry, String> {
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(ansi);
+    // JSON lines escape on their own; text lines escape every field (and the message) so
+    // nothing a client sent starts a line or reaches a terminal as an escape.
     let fmt = if json {
         fmt.json().with_filter(filter).boxed()
     } else {
-        fmt.with_filter(filter).boxed()
+        fmt.fmt_fields(EscapedFields).with_filter(filter).boxed()
     };
     // Exported spans do not follow RUST_LOG: the `store` spans are debug for logs but part
     // of every trace.
@@ -281,8 +283,101 @@ pub fn current_traceparent(fallback: Option<String>) -> Option<String> {
     carrier.remove("traceparent").or(fallback)
 }
 
+/// Text-log fields with control characters escaped: a value holding a newline, a carriage
+/// return or an ANSI escape (a client name, a request id, an error quoting input) stays
+/// inside its one line, as `\n`, `\r`, `\u{1b}`. Applied to every field of every event
+/// and span, so no call site has to remember it. (Field names lose their italics on a
+/// terminal: they are formatted without colour first.)
+struct EscapedFields;
+
+impl<'writer> tracing_subscriber::fmt::FormatFields<'writer> for EscapedFields {
+    fn format_fields<R: tracing_subscriber::field::RecordFields>(
+        &self,
+        mut writer: tracing_subscriber::fmt::format::Writer<'writer>,
+        fields: R,
+    ) -> std::fmt::Result {
+        let mut raw = String::new();
+        tracing_subscriber::fmt::format::DefaultFields::new().format_fields(
+            tracing_subscriber::fmt::format::Writer::new(&mut raw),
+            fields,
+        )?;
+        writer.write_str(&escape_controls(&raw))
+    }
+}
+
+/// `text` with every control character (C0, DEL, C1) and Unicode line or paragraph
+/// separator written as an escape.
+fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let needs = |c: char| c.is_control() || c == '\u{2028}' || c == '\u{2029}';
+    if !text.contains(needs) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if needs(c) => out.push_str(&c.escape_unicode().to_string()),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
+    use super::escape_controls;
+
+    #[test]
+    fn control_characters_in_log_fields_are_escaped() {
+        assert_eq!(escape_controls("plain é"), "plain é");
+        assert_eq!(
+            escape_controls("x\n\u{1b}[33m WARN forged\r\u{2028}\u{85}\t"),
+            "x\\n\\u{1b}[33m WARN forged\\r\\u{2028}\\u{85}\\t"
+        );
+    }
+
+    /// Through the real formatter: an event whose message and fields carry a forged line
+    /// is written as one line without an escape byte.
+    #[test]
+    fn a_forged_line_stays_one_line() {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+        let writer = {
+            let buf = buf.clone();
+            move || Sink(buf.clone())
+        };
+        let subscriber = tracing_subscriber::registry().with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(writer)
+                .with_ansi(false)
+                .fmt_fields(super::EscapedFields),
+        );
+        let forged = "a\n\u{1b}[31mERROR forged";
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("request", rpc.id = %forged);
+            let _in = span.enter();
+            tracing::warn!(client.name = %forged, "saw {forged}");
+        });
+        let text = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(!text.contains('\u{1b}'), "{text}");
+        assert_eq!(text.matches("a\\n").count(), 3, "{text}");
+    }
+
+    struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
     use super::*;
 
     #[test]

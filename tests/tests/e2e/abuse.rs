@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, ensure};
+use anyhow::{Context as _, Result, ensure};
 use mcp_tasks_tests::{Client, TestContext, caps_none, meta};
 use serde_json::json;
 
@@ -99,25 +99,27 @@ async fn a_chatty_task_costs_redis_ten_status_writes_a_second() -> Result<()> {
     Ok(())
 }
 
-/// A client name with a newline and ANSI escapes (a forged log line) stays inside one
-/// escaped log line: nothing the client sent starts a line of the gateway's log, and no
-/// escape byte reaches it (issue 20, item 6).
+/// Strings a client controls, each carrying a newline and ANSI escapes (a forged log
+/// line), stay inside one escaped log line of the gateway and the worker, at `debug` where
+/// most is logged: a client name, a request id, a method, a tool name, a task id, an
+/// answer's key and an argument. Nothing the client sent starts a line, and no escape byte
+/// reaches a log (issue 20, item 6).
 #[tokio::test]
-async fn a_forged_client_name_stays_one_escaped_log_line() -> Result<()> {
-    let ctx = TestContext::start(1, 0).await?;
+async fn forged_client_strings_stay_one_escaped_log_line() -> Result<()> {
+    let debug = [("RUST_LOG", "debug".to_owned())];
+    let ctx = TestContext::start_with(1, 1, &debug).await?;
     let client = ctx.client();
+    client.wait_for_tool("ask").await?;
     let forged = "x\n\u{1b}[33m2026-01-01T00:00:00Z  WARN mcp_tasks_gateway: forged\u{1b}[0m";
-    let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+    ];
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": forged, "version": "1"}}});
     let reply = client
-        .post_raw(
-            &[
-                ("content-type", "application/json"),
-                ("accept", "application/json, text/event-stream"),
-            ],
-            serde_json::to_vec(&body)?,
-        )
+        .post_raw(&headers, serde_json::to_vec(&initialize)?)
         .await?;
     ensure!(
         reply.status == 200,
@@ -125,14 +127,59 @@ async fn a_forged_client_name_stays_one_escaped_log_line() -> Result<()> {
         reply.status,
         reply.body
     );
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let log = loop {
-        let log = ctx.gateways[0].process.log_text();
-        if log.contains("2025 session started") || Instant::now() > deadline {
-            break log;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let session = reply
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .context("no session id")?
+        .to_owned();
+    // Requests of that session (2025 carries no method header that would refuse them
+    // first) whose id, method, tool, task id and arguments are forged.
+    let in_session = [
+        headers[0],
+        headers[1],
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    for (method, params) in [
+        (
+            "tools/call",
+            json!({"name": forged, "arguments": {"q": forged}}),
+        ),
+        (
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": forged, "x": forged}}),
+        ),
+        (forged, json!({})),
+        ("tasks/get", json!({"taskId": forged})),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": forged, "method": method, "params": params});
+        client
+            .post_raw(&in_session, serde_json::to_vec(&body)?)
+            .await?;
+    }
+    // An answer whose key is forged, to a task that asks.
+    let id = client
+        .start_task("ask", json!({"question": forged}))
+        .await?;
+    client
+        .wait_status(&id, "input_required", Duration::from_secs(10))
+        .await?;
+    client
+        .update(&id, json!({ forged: {"action": "accept", "content": {}}}))
+        .await?;
+    client.cancel(&id).await?;
+
+    let logs = || {
+        [&ctx.gateways[0].process, &ctx.workers[0].process]
+            .map(|p| p.log_text())
+            .join("\n")
     };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !logs().contains("2025 session started") && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log = logs();
     ensure!(
         log.contains("2025 session started"),
         "no session line in:\n{log}"
@@ -141,11 +188,22 @@ async fn a_forged_client_name_stays_one_escaped_log_line() -> Result<()> {
         !log.contains('\u{1b}'),
         "an escape byte reached the log:\n{log}"
     );
+    let starts = log
+        .lines()
+        .filter(|l| l.contains("forged") && !l.starts_with(char::is_numeric))
+        .collect::<Vec<_>>();
     ensure!(
-        !log.lines()
-            .any(|l| l.contains("forged") && !l.contains("2025 session started")),
-        "the forged text started a line of its own:\n{log}"
+        starts.is_empty(),
+        "forged text started lines of their own: {starts:?}"
     );
+    // Two sites that log what the client sent: a client name (a field) and a request id
+    // (a span field).
+    for key in ["client.name=", "rpc.id="] {
+        ensure!(
+            log.lines().any(|l| l.contains(key) && l.contains("forged")),
+            "no {key} line with the forged text, so this test proves nothing:\n{log}"
+        );
+    }
     ctx.cleanup().await;
     Ok(())
 }
