@@ -211,7 +211,7 @@ async fn forged_client_strings_stay_one_escaped_log_line() -> Result<()> {
 /// Two principals (static tokens) on one gateway and one worker with 8 slots and the given
 /// `MCPT_FAIR_SHARE`; the Redis, the processes and the tokens file go on drop.
 struct TwoPrincipals {
-    _redis: mcp_tasks_tests::RedisServer,
+    redis: mcp_tasks_tests::RedisServer,
     _gateway: mcp_tasks_tests::Gateway,
     _worker: mcp_tasks_tests::Worker,
     _tokens: mcp_tasks_tests::TwoTokens,
@@ -236,13 +236,27 @@ impl TwoPrincipals {
         let bob = base.with_token(mcp_tasks_tests::BOB_TOKEN);
         alice.wait_for_tool("sleep").await?;
         Ok(TwoPrincipals {
-            _redis: redis,
+            redis,
             _gateway: gateway,
             _worker: worker,
             _tokens: tokens,
             alice,
             bob,
         })
+    }
+
+    /// Wait until `n` jobs are running (delivered to the worker, not yet acknowledged).
+    async fn wait_running(&self, n: u64) -> Result<()> {
+        let stream = mcp_tasks_store::keys::queue_key("default");
+        mcp_tasks_tests::poll_until(Duration::from_secs(10), || async {
+            let out = self
+                .redis
+                .cli(&["XPENDING", &stream, mcp_tasks_store::keys::GROUP])
+                .ok()?;
+            (out.lines().next()?.trim().parse::<u64>().ok()? >= n).then_some(())
+        })
+        .await
+        .with_context(|| format!("{n} jobs never ran at once"))
     }
 
     /// Alice queues `n` sleeps of `ms` each.
@@ -265,8 +279,7 @@ async fn another_principals_short_task_is_not_stuck_behind_a_backlog() -> Result
     for (share, fair) in [("0.5", true), ("1", false)] {
         let stack = TwoPrincipals::start(share).await?;
         stack.alice_queues(64, 2000).await?;
-        // Alice's first jobs have taken their slots.
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        stack.wait_running(8).await?;
         let started = Instant::now();
         let id = stack.bob.start_task("sleep", json!({"ms": 0})).await?;
         let done = stack

@@ -54,7 +54,10 @@ WHAT IT MEASURES
                 background command rate (heartbeats, blocked reads), included above.
     listeners   --listeners L idle subscriptions/listen streams ({\"notifications\":{}}),
                 opened 200 at a time, each acknowledged before measuring: gateway VmRSS
-                growth per stream (needs L + 256 open files for the bench and the gateway)
+                growth per stream (needs L + 256 open files for the bench and the gateway).
+                With --listen-tasks K, K live tasks (sleep for an hour, cancelled after)
+                are created first and every stream names all K: growth per stream and per
+                watched task
     limit       the same Redis command mix without HTTP, gateway or worker: --limit-loops
                 K loops in this process on mcp_tasks_store::Store (create_task,
                 JobReader::read (XREADGROUP), finish(Completed), get_task; like the
@@ -97,6 +100,16 @@ pub(crate) struct Args {
     /// idle listen streams (0 skips)
     #[arg(long, value_name = "L", default_value_t = 10_000)]
     pub(crate) listeners: usize,
+    /// live tasks each idle listen stream names (0: none, {"notifications":{}})
+    #[arg(long, value_name = "K", default_value_t = 0, value_parser = cli::between(0usize, 100_000))]
+    pub(crate) listen_tasks: usize,
+    /// authentication of the stack it starts: none; tokens (one principal, the
+    /// per-principal quotas MCPT_LIMIT_SESSIONS and MCPT_LIMIT_STORED_BYTES at
+    /// their defaults); tokens-no-quotas (the same with both at 0, off).
+    /// Compare the last two for what the quotas cost. Not with --url
+    #[arg(long, value_name = "MODE", default_value = "none", verbatim_doc_comment,
+          value_parser = ["none", "tokens", "tokens-no-quotas"])]
+    pub(crate) auth: String,
     /// concurrent loops of the Redis limit run (0 skips)
     #[arg(long, value_name = "K", default_value_t = 64)]
     pub(crate) limit_loops: usize,
@@ -196,6 +209,9 @@ impl Args {
         }
         if self.url.is_some() && self.redis_cluster.is_some() {
             return Err("--redis-cluster starts its own stack; it does not go with --url".into());
+        }
+        if self.auth != "none" && self.url.is_some() {
+            return Err("--auth configures the bench's own stack; not with --url".into());
         }
         if self.wait_replicas > 0 && (self.url.is_some() || self.redis_cluster.is_some()) {
             return Err(

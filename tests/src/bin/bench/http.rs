@@ -24,11 +24,15 @@ pub(crate) struct Http {
 static NEXT_SUB: AtomicU64 = AtomicU64::new(1);
 
 impl Http {
-    pub(crate) fn new(addr: SocketAddr, path: &str) -> Result<Http> {
+    pub(crate) fn new(addr: SocketAddr, path: &str, token: Option<&str>) -> Result<Http> {
         let meta: Arc<str> = serde_json::to_string(&meta(&caps_tasks()))?.into();
         let create = call_body(&meta, 0);
+        let client = Client::for_load(addr).with_path(path);
         Ok(Http {
-            client: Client::for_load(addr).with_path(path),
+            client: match token {
+                Some(t) => client.with_token(t),
+                None => client,
+            },
             meta,
             create,
         })
@@ -68,6 +72,16 @@ impl Http {
         }
     }
 
+    /// `tasks/cancel`.
+    pub(crate) async fn cancel(&self, id: &str) -> Result<()> {
+        let meta = &self.meta;
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{{"taskId":"{id}","_meta":{meta}}}}}"#
+        );
+        self.rpc("tasks/cancel", Some(id), body.into()).await?;
+        Ok(())
+    }
+
     /// `tasks/get`: the task's status.
     pub(crate) async fn get(&self, id: &str) -> Result<String> {
         let meta = &self.meta;
@@ -83,11 +97,18 @@ impl Http {
 
     /// Open `subscriptions/listen` for `task` (or for no task ids at all).
     pub(crate) async fn listen(&self, task: Option<&str>) -> Result<SseStream> {
+        let ids: Vec<String> = task.into_iter().map(str::to_owned).collect();
+        self.listen_all(&ids).await
+    }
+
+    /// Open `subscriptions/listen` naming `tasks` (none: `{"notifications":{}}`).
+    pub(crate) async fn listen_all(&self, tasks: &[String]) -> Result<SseStream> {
         let sub = NEXT_SUB.fetch_add(1, Ordering::Relaxed);
         let meta = &self.meta;
-        let filter = match task {
-            Some(id) => format!(r#"{{"taskIds":["{id}"]}}"#),
-            None => "{}".to_owned(),
+        let filter = if tasks.is_empty() {
+            "{}".to_owned()
+        } else {
+            serde_json::json!({ "taskIds": tasks }).to_string()
         };
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":"L{sub}","method":"subscriptions/listen","params":{{"notifications":{filter},"_meta":{meta}}}}}"#

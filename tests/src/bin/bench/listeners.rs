@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use crate::costs::Ticker;
-use crate::http::ack;
+use crate::http::{ack, call_body};
 use crate::readings::{fd_limit, vm_rss};
 use crate::stack::Env;
 
@@ -20,6 +20,7 @@ pub(crate) const LISTEN_PARALLEL: usize = 200;
 pub(crate) async fn idle_listeners(
     env: &Env,
     l: usize,
+    k: usize,
     gw_pid: u32,
 ) -> Result<(Value, Vec<String>)> {
     let need = l as u64 + 256;
@@ -32,6 +33,13 @@ pub(crate) async fn idle_listeners(
         eprintln!("[listeners] {msg}");
         return Ok((json!({"skipped": msg}), vec![msg]));
     }
+    // --listen-tasks: K live tasks (an hour's sleep) every stream names.
+    let mut tasks = Vec::with_capacity(k);
+    let hour = call_body(&env.http.meta, 3_600_000);
+    for _ in 0..k {
+        tasks.push(env.http.create_with(hour.clone()).await?);
+    }
+    let tasks = Arc::new(tasks);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let before = vm_rss(gw_pid).ok_or_else(|| anyhow!("cannot read the gateway's VmRSS"))?;
     let redis_before = env.snap().await?.used_memory;
@@ -42,10 +50,18 @@ pub(crate) async fn idle_listeners(
     let mut set = JoinSet::new();
     for _ in 0..l {
         let (http, gate, done) = (env.http.clone(), gate.clone(), done.clone());
+        let tasks = tasks.clone();
         set.spawn(async move {
             let _permit = gate.acquire_owned().await?;
-            let mut sse = http.listen(None).await?;
-            ack(&mut sse).await?;
+            let mut sse = http.listen_all(&tasks).await?;
+            let acked = ack(&mut sse).await?;
+            if acked.len() != tasks.len() {
+                bail!(
+                    "a listen acknowledged {} of its {} tasks",
+                    acked.len(),
+                    tasks.len()
+                );
+            }
             done.fetch_add(1, Ordering::Relaxed);
             Ok::<_, anyhow::Error>(sse)
         });
@@ -78,8 +94,19 @@ pub(crate) async fn idle_listeners(
     drop(held);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let closed = vm_rss(gw_pid).unwrap_or(0);
+    for id in tasks.iter() {
+        env.http.cancel(id).await?;
+    }
+    let naming = if k == 0 {
+        String::new()
+    } else {
+        format!(
+            ", each naming the same {k} live tasks ({:.0} bytes per watched task)",
+            per / k as f64
+        )
+    };
     let text = vec![format!(
-        "idle listeners: {l} subscriptions/listen streams held (each acknowledged), opened {LISTEN_PARALLEL} at a time in {open_secs:.1} s: gateway VmRSS {:.1} -> {:.1} MiB = {per:.0} bytes per listener (after closing them: {:.1} MiB); Redis used_memory {:+.0} bytes per listener",
+        "idle listeners: {l} subscriptions/listen streams held (each acknowledged){naming}, opened {LISTEN_PARALLEL} at a time in {open_secs:.1} s: gateway VmRSS {:.1} -> {:.1} MiB = {per:.0} bytes per listener (after closing them: {:.1} MiB); Redis used_memory {:+.0} bytes per listener",
         before as f64 / 1048576.0,
         after as f64 / 1048576.0,
         closed as f64 / 1048576.0,
@@ -88,6 +115,7 @@ pub(crate) async fn idle_listeners(
     Ok((
         json!({
             "listeners": l,
+            "tasks_per_listener": k,
             "open_seconds": open_secs,
             "gateway_rss_before_bytes": before,
             "gateway_rss_after_bytes": after,

@@ -97,7 +97,7 @@ async fn run(args: Args) -> Result<()> {
             None
         }
         (l, Some(pid)) => {
-            let (j, t) = idle_listeners(&env, l, pid).await?;
+            let (j, t) = idle_listeners(&env, l, args.listen_tasks, pid).await?;
             if j.get("skipped").is_some() {
                 notes.extend(t.iter().cloned());
             }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use mcp_tasks_store::Store;
-use mcp_tasks_tests::{Gateway, RedisCluster, RedisServer, Worker};
+use mcp_tasks_tests::{ALICE_TOKEN, Gateway, RedisCluster, RedisServer, TwoTokens, Worker};
 use redis::aio::MultiplexedConnection;
 
 use crate::args::{Args, parse_url};
@@ -26,6 +26,10 @@ pub(crate) struct Stack {
     pub(crate) _replicas: Vec<RedisServer>,
     pub(crate) _redis: Option<RedisServer>,
     pub(crate) _cluster: Option<RedisCluster>,
+    /// The tokens file of `--auth tokens*`.
+    pub(crate) _tokens: Option<TwoTokens>,
+    /// The bearer token the bench sends (`--auth tokens*`).
+    pub(crate) token: Option<&'static str>,
     pub(crate) addr: SocketAddr,
     pub(crate) path: String,
     /// `MCPT_REDIS_URL` of the stack (cluster nodes with --redis-cluster).
@@ -46,6 +50,8 @@ impl Stack {
                 _replicas: Vec::new(),
                 _redis: None,
                 _cluster: None,
+                _tokens: None,
+                token: None,
                 addr,
                 path,
                 redis_url: redis_url.clone(),
@@ -94,6 +100,19 @@ impl Stack {
             }
             limits_off.push(("MCPT_REDIS_WAIT_REPLICAS", n.to_string()));
         }
+        // --auth: one principal (the bench), quotas at their defaults or off.
+        let tokens = match a.auth.as_str() {
+            "none" => None,
+            mode => {
+                let tokens = TwoTokens::new().context("writing the tokens file")?;
+                limits_off.extend(tokens.env());
+                if mode == "tokens-no-quotas" {
+                    limits_off.push(("MCPT_LIMIT_SESSIONS", "0".to_owned()));
+                    limits_off.push(("MCPT_LIMIT_STORED_BYTES", "0".to_owned()));
+                }
+                Some(tokens)
+            }
+        };
         let mut wenv = vec![
             ("MCPT_TOOLS", "demo".to_owned()),
             ("MCPT_CONCURRENCY", a.worker_concurrency.to_string()),
@@ -110,6 +129,8 @@ impl Stack {
             _replicas: replicas,
             _redis: redis,
             _cluster: cluster,
+            token: tokens.as_ref().map(|_| ALICE_TOKEN),
+            _tokens: tokens,
             redis_url: url,
             info_url,
             shards,
@@ -142,7 +163,7 @@ impl Env {
         stack: &mut Stack,
         args: &Args,
     ) -> Result<(Env, Option<u32>, String)> {
-        let http = Http::new(stack.addr, &stack.path)?;
+        let http = Http::new(stack.addr, &stack.path, stack.token)?;
         let client = redis::Client::open(stack.info_url.as_str())?;
         let config = redis::AsyncConnectionConfig::new()
             .set_response_timeout(Some(Duration::from_secs(10)))
