@@ -40,8 +40,10 @@ impl Run {
         let dir = run_dir()?;
         let mut cmd = Command::new(binary("mcp-tasks"));
         cmd.args(args).env_clear();
-        if let Ok(path) = std::env::var("PATH") {
-            cmd.env("PATH", path);
+        for keep in ["PATH", "TMPDIR"] {
+            if let Ok(v) = std::env::var(keep) {
+                cmd.env(keep, v);
+            }
         }
         for (k, v) in env {
             cmd.env(k, v);

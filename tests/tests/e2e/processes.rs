@@ -97,7 +97,7 @@ impl Cli {
         let stderr = dir.join("stderr.log");
         let mut cmd = Command::new(binary("mcp-tasks"));
         cmd.args(args).env_clear();
-        for keep in ["PATH", "HOME", "RUST_LOG"] {
+        for keep in ["PATH", "HOME", "RUST_LOG", "TMPDIR"] {
             if let Ok(v) = std::env::var(keep) {
                 cmd.env(keep, v);
             }
