@@ -26,34 +26,49 @@ npm ci --prefix tests/legacy --no-audit --no-fund --loglevel=error
 echo "== building"
 cargo build --workspace --bins
 
-tmp="${TMPDIR:-/tmp}"
-# What the tests leave in the temp dir is a failure too: snapshot our prefixes first.
-leftovers() { find "$tmp" -maxdepth 1 \( -name 'mcpt-*' -o -name 'mcp-tasks-*' \) 2>/dev/null | sort; }
-before=$(leftovers)
-log=$(mktemp "$tmp/run-all-XXXXXX")
-trap 'rm -f "$log"' EXIT
+# The suite gets a temp dir of its own (every test, harness and binary under test finds it
+# through TMPDIR, std::env::temp_dir): whatever is left in it at the end was left by us, not
+# by another process on this machine.
+suite_tmp=$(mktemp -d "${TMPDIR:-/tmp}/mcpt-run-all-XXXXXX")
+log=$(mktemp "${TMPDIR:-/tmp}/mcpt-run-all-log-XXXXXX")
+trap 'rm -rf -- "$suite_tmp" "$log"' EXIT
+export TMPDIR="$suite_tmp"
 
 echo "== testing"
 status=0
-cargo test --workspace -- --test-threads "${MCPT_TEST_THREADS:-4}" 2>&1 | tee "$log" || status=$?
+# --no-fail-fast: a failing test binary does not hide the ones after it.
+cargo test --workspace --no-fail-fast -- --test-threads "${MCPT_TEST_THREADS:-4}" 2>&1 | tee "$log" || status=$?
 
+bench_status=0
 if [ "$status" -eq 0 ]; then
   echo "== benchmark at a small size (proves it runs; its figures mean little here)"
-  ./target/debug/bench --clients 1,4 --duration 1s --tasks 200 --listeners 200 --out target/bench-ci || status=$?
+  ./target/debug/bench --clients 1,4 --duration 1s --tasks 200 --listeners 200 --out target/bench-ci || bench_status=$?
 fi
 
 # One verdict: the sums of cargo's `test result: … N passed; M failed; …` lines.
 count() { awk -v what="$1;" '/^test result:/ { for (i = 2; i <= NF; i++) if ($i == what) n += $(i - 1) } END { print n + 0 }' "$log"; }
 passed=$(count passed)
 failed=$(count failed)
-left=$(comm -13 <(printf '%s\n' "$before") <(leftovers) | sed '/^$/d')
+# A test binary that started (`Running …`) but printed no `test result:` line crashed.
+crashed=$(awk '
+  /^ *(Running|Doc-tests) / { if (open != "") print open; sub(/^ */, ""); open = $0 }
+  /^test result:/ { open = "" }
+  END { if (open != "") print open }' "$log")
 verdict="$passed passed, $failed failed"
-if [ -n "$left" ]; then
-  verdict="$verdict, $(printf '%s\n' "$left" | wc -l) left in $tmp: $(printf '%s ' $left)"
+if [ -n "$crashed" ]; then
+  verdict="$verdict, $(printf '%s\n' "$crashed" | wc -l) test binaries crashed: $(printf '%s\n' "$crashed" | paste -sd ';' -)"
   [ "$status" -ne 0 ] || status=1
 fi
-if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
-  verdict="$verdict (exit $status: a build or the benchmark failed; see above)"
+left=$(find "$suite_tmp" -mindepth 1 -maxdepth 1 | sort)
+if [ -n "$left" ]; then
+  verdict="$verdict, $(printf '%s\n' "$left" | wc -l) left in the temp dir: $(printf '%s\n' "$left" | xargs -n1 basename | tr '\n' ' ')"
+  [ "$status" -ne 0 ] || status=1
+fi
+if [ "$bench_status" -ne 0 ]; then
+  verdict="$verdict, the benchmark failed (exit $bench_status; see above)"
+  status=$bench_status
+elif [ "$status" -ne 0 ] && [ "$failed" -eq 0 ] && [ -z "$crashed" ] && [ -z "$left" ]; then
+  verdict="$verdict (cargo test exit $status: a test binary did not build; see above)"
 fi
 echo "== tests: $verdict"
 exit "$status"

@@ -87,8 +87,12 @@ pub fn metric_value(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
 }
 
 /// A fresh directory under the system temp dir, removed by the owner (on drop: every
-/// caller keeps it in a type whose `Drop` removes it, as [`TempDir`]).
-pub(crate) fn temp_dir(prefix: &str) -> Result<PathBuf> {
+/// caller keeps it in a type whose `Drop` removes it, as [`TempDir`]). The one way the
+/// harness and the tests name a temp directory.
+///
+/// # Errors
+/// It cannot be created.
+pub fn temp_dir(prefix: &str) -> Result<PathBuf> {
     static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("{prefix}-{}-{n}", std::process::id()));

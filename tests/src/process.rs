@@ -67,7 +67,8 @@ impl Process {
     ) -> Result<(Process, Option<String>)> {
         let log = temp_dir("mcpt-log")?.join(format!("{name}.log"));
         cmd.env_clear();
-        for keep in ["PATH", "HOME", "RUST_LOG", "RUST_BACKTRACE"] {
+        // TMPDIR: what a service writes to its temp dir goes where the suite looks for leftovers.
+        for keep in ["PATH", "HOME", "RUST_LOG", "RUST_BACKTRACE", "TMPDIR"] {
             if let Ok(v) = std::env::var(keep) {
                 cmd.env(keep, v);
             }

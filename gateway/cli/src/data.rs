@@ -93,9 +93,12 @@ impl Runtime {
         Runtime::from_json(&serde_json::from_str(&text).ok()?)
     }
 
-    /// The runtime file of an `up` still running with the default data directory.
-    pub(crate) fn find() -> Option<Runtime> {
-        Runtime::read(&default_dir()?).filter(|r| is_alive(r.pid))
+    /// The runtime file of an `up` still running with the data directory `dir` (default:
+    /// [`default_dir`]). A file left by an `up` that was killed is ignored, even when its
+    /// pid now belongs to another process.
+    pub(crate) fn find(dir: Option<&Path>) -> Option<Runtime> {
+        let dir = dir.map(Path::to_path_buf).or_else(default_dir)?;
+        Runtime::read(&dir).filter(|r| is_up(r.pid))
     }
 }
 
@@ -127,17 +130,49 @@ fn is_zombie(pid: u32) -> bool {
     })
 }
 
-/// Whether process `pid` runs `program` (its command line names it), so a recycled pid
-/// is not mistaken for it.
-pub(crate) fn runs(pid: u32, program: &str) -> bool {
-    if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) {
-        return String::from_utf8_lossy(&cmdline).contains(program);
+/// Whether process `pid` is a live `mcp-tasks up`: its program is a file named
+/// `mcp-tasks` and its first argument is `up`, so a recycled pid (another program, or
+/// another `mcp-tasks` command) is not mistaken for it.
+pub(crate) fn is_up(pid: u32) -> bool {
+    if !is_alive(pid) {
+        return false;
     }
-    Command::new("ps")
-        .args(["-o", "command=", "-p", &pid.to_string()])
-        .stderr(Stdio::null())
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(program))
+    let (program, first) = match std::fs::read(format!("/proc/{pid}/cmdline")) {
+        Ok(cmdline) => {
+            let mut args = cmdline.split(|b| *b == 0);
+            let _argv0 = args.next();
+            // The executable itself, not what argv[0] claims; a rebuilt binary reads
+            // `mcp-tasks (deleted)`.
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+                .map(|p| {
+                    p.to_string_lossy()
+                        .trim_end_matches(" (deleted)")
+                        .to_owned()
+                })
+                .unwrap_or_default();
+            (
+                exe,
+                args.next().map(|a| String::from_utf8_lossy(a).into_owned()),
+            )
+        }
+        // No /proc (macOS): what `ps` says, split on spaces.
+        Err(_) => {
+            let Ok(out) = Command::new("ps")
+                .args(["-o", "args=", "-p", &pid.to_string()])
+                .stderr(Stdio::null())
+                .output()
+            else {
+                return false;
+            };
+            let line = String::from_utf8_lossy(&out.stdout).into_owned();
+            let mut words = line.split_whitespace().map(str::to_owned);
+            (words.next().unwrap_or_default(), words.next())
+        }
+    };
+    Path::new(&program)
+        .file_name()
+        .is_some_and(|n| n == "mcp-tasks")
+        && first.as_deref() == Some("up")
 }
 
 #[cfg(test)]
@@ -164,8 +199,10 @@ mod tests {
     }
 
     #[test]
-    fn this_process_is_alive_and_not_redis() {
+    fn this_process_is_alive_and_not_an_up() {
         assert!(is_alive(std::process::id()));
-        assert!(!runs(std::process::id(), "redis-server"));
+        // A test binary: alive, but not `mcp-tasks up`.
+        assert!(!is_up(std::process::id()));
+        assert!(!is_up(u32::MAX));
     }
 }

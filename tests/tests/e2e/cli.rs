@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use mcp_tasks_tests::{TestContext, binary};
+use mcp_tasks_tests::{TestContext, binary, temp_dir};
 use serde_json::Value;
 
 /// What one run of the CLI produced.
@@ -19,16 +19,6 @@ struct Output {
     stderr: String,
 }
 
-/// A fresh private directory for one run's output files.
-fn run_dir() -> Result<PathBuf> {
-    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("mcpt-cli-e2e-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
-}
-
 /// A running `mcp-tasks` with a clean environment (PATH plus `env`); output goes to files.
 struct Run {
     child: std::process::Child,
@@ -37,11 +27,13 @@ struct Run {
 
 impl Run {
     fn start(args: &[&str], env: &[(&str, String)], stdin: Option<&str>) -> Result<Run> {
-        let dir = run_dir()?;
+        let dir = temp_dir("mcpt-cli-e2e")?;
         let mut cmd = Command::new(binary("mcp-tasks"));
         cmd.args(args).env_clear();
-        if let Ok(path) = std::env::var("PATH") {
-            cmd.env("PATH", path);
+        for keep in ["PATH", "TMPDIR"] {
+            if let Ok(v) = std::env::var(keep) {
+                cmd.env(keep, v);
+            }
         }
         for (k, v) in env {
             cmd.env(k, v);

@@ -11,22 +11,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use bytes::Bytes;
-use mcp_tasks_tests::{Client, Process, TestContext, binary, caps_none, poll_until};
+use mcp_tasks_tests::{Client, Process, TestContext, binary, caps_none, poll_until, temp_dir};
 use serde_json::json;
 
 // ---------------------------------------------------------------------------------------
 // Private helpers
 // ---------------------------------------------------------------------------------------
-
-/// A fresh private directory under the system temp dir.
-fn temp_dir(prefix: &str) -> Result<PathBuf> {
-    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("{prefix}-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
-}
 
 /// Wait for `child` to exit, failing after `within`.
 async fn wait_exit(child: &mut Child, within: Duration) -> Result<ExitStatus> {
@@ -97,7 +87,7 @@ impl Cli {
         let stderr = dir.join("stderr.log");
         let mut cmd = Command::new(binary("mcp-tasks"));
         cmd.args(args).env_clear();
-        for keep in ["PATH", "HOME", "RUST_LOG"] {
+        for keep in ["PATH", "HOME", "RUST_LOG", "TMPDIR"] {
             if let Ok(v) = std::env::var(keep) {
                 cmd.env(keep, v);
             }

@@ -17,7 +17,8 @@ const WITHIN: Duration = Duration::from_secs(20);
 
 /// A running `mcp-tasks up` whose data (and `XDG_DATA_HOME`, `HOME`) is `home`; stdout
 /// lines on a channel, stderr in a file beside (not in) the data. On drop: SIGTERM, then
-/// SIGKILL, and its private Redis (in a process group of its own) is stopped too.
+/// SIGKILL, and its own private Redis (in a process group of its own, so it outlives a
+/// killed `up`) is killed too, with its ephemeral folder.
 struct Up {
     child: Child,
     stdout: mpsc::Receiver<String>,
@@ -26,7 +27,9 @@ struct Up {
     addr: SocketAddr,
     /// The banner's `redis: …` line.
     redis_line: String,
-    home: PathBuf,
+    /// Its private Redis, as its runtime file names it: this `up`'s, not whichever
+    /// Redis the pid file names by the time this drops.
+    redis_pid: Option<u32>,
 }
 
 impl Up {
@@ -61,11 +64,20 @@ impl Up {
             stderr,
             addr: "127.0.0.1:1".parse()?,
             redis_line: String::new(),
-            home: home.to_path_buf(),
+            redis_pid: None,
         };
         up.redis_line = up.line("redis: ")?;
         up.addr = up.line("listening on http://")?.parse()?;
         up.line("mcp-tasks commands")?;
+        let data = match args.iter().position(|a| *a == "--data") {
+            Some(i) => PathBuf::from(args[i + 1]),
+            None => home.join("mcp-tasks"),
+        };
+        let runtime: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(data.join("up.json"))?)?;
+        up.redis_pid = runtime["redis_pid"]
+            .as_u64()
+            .and_then(|p| u32::try_from(p).ok());
         Ok(up)
     }
 
@@ -121,25 +133,30 @@ impl Up {
     fn client(&self) -> Client {
         Client::new(self.addr)
     }
+
+    /// The ephemeral Redis folder the banner names, if any.
+    fn ephemeral_dir(&self) -> Option<PathBuf> {
+        self.redis_line
+            .split("ephemeral: ")
+            .nth(1)?
+            .split(" is deleted on exit")
+            .next()
+            .map(PathBuf::from)
+    }
 }
 
 impl Drop for Up {
     fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.signal("TERM");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        stop(&mut self.child);
         // A Redis outlives an `up` that was killed (it is not in up's process group).
-        if let Some(pid) = redis_pid(&self.home) {
+        if let Some(pid) = self.redis_pid.filter(|pid| is_redis(*pid)) {
             let _ = Command::new("kill")
                 .args(["-KILL", &pid.to_string()])
                 .stderr(Stdio::null())
                 .status();
+        }
+        if let Some(dir) = self.ephemeral_dir() {
+            let _ = std::fs::remove_dir_all(dir);
         }
         if std::thread::panicking() {
             eprintln!("--- mcp-tasks up stderr ---\n{}", self.stderr_text());
@@ -154,10 +171,69 @@ fn cli_env(home: &Path) -> Vec<(String, String)> {
         ("HOME".to_owned(), home.display().to_string()),
         ("XDG_DATA_HOME".to_owned(), home.display().to_string()),
     ];
-    if let Ok(path) = std::env::var("PATH") {
-        env.push(("PATH".to_owned(), path));
+    // TMPDIR too: an ephemeral Redis folder goes where the suite's temp files go.
+    for keep in ["PATH", "TMPDIR"] {
+        if let Ok(v) = std::env::var(keep) {
+            env.push((keep.to_owned(), v));
+        }
     }
     env
+}
+
+/// SIGTERM, then SIGKILL after 10 s.
+fn stop(child: &mut Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Whether `pid` is a live (not zombie) `redis-server`.
+fn is_redis(pid: u32) -> bool {
+    let running = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    });
+    running
+        && std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains("redis-server"))
+}
+
+/// Run `mcp-tasks up ARGS` expected to fail at start: its exit code and stderr.
+fn up_refused(home: &Path, args: &[&str], env: &[(&str, String)]) -> Result<(Option<i32>, String)> {
+    let logs = TempDir::new("mcpt-up-refused")?;
+    let stderr = logs.path().join("stderr");
+    let mut child = Command::new(binary("mcp-tasks"))
+        .arg("up")
+        .args(args)
+        .env_clear()
+        .envs(cli_env(home))
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr)?)
+        .spawn()?;
+    let deadline = Instant::now() + WITHIN;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            // It started after all: stopped as a user would, so it stops its Redis too.
+            stop(&mut child);
+            bail!(
+                "up {args:?} did not exit: {}",
+                std::fs::read_to_string(&stderr)?
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Ok((status.code(), std::fs::read_to_string(&stderr)?))
 }
 
 /// The pid of the private Redis in `home`'s data directory, if its pid file is there.
@@ -293,8 +369,14 @@ async fn up_keeps_tasks_across_restarts_and_stops_quickly() -> Result<()> {
     let t = client.wait_status(&running, "completed", WITHIN).await?;
     ensure!(t["result"]["content"][0]["text"] == "slept 3000 ms", "{t}");
 
-    // A second Ctrl-C exits at once; the running task is not lost.
-    let mut up = up;
+    drop(up);
+
+    // A second Ctrl-C exits at once, even with a long grace period; the running task is
+    // not lost.
+    let mut env_long_grace = env.to_vec();
+    env_long_grace.push(("MCPT_SHUTDOWN_GRACE", "30s".to_owned()));
+    let mut up = Up::start(home, logs.path(), &[], &env_long_grace)?;
+    let client = up.client();
     let long = client
         .start_task("sleep", json!({"ms": 1500, "steps": 3}))
         .await?;
@@ -309,7 +391,8 @@ async fn up_keeps_tasks_across_restarts_and_stops_quickly() -> Result<()> {
     up.signal("INT")?;
     let (status, took) = up.exit_within(Duration::from_secs(5)).await?;
     ensure!(status.code() == Some(130), "exit {status:?}");
-    ensure!(took < Duration::from_millis(500), "took {took:?}");
+    // Well under the 30 s grace: the second signal did not wait for it.
+    ensure!(took < Duration::from_secs(5), "took {took:?}");
     drop(up);
 
     // Killed outright, `up` leaves its Redis running: the next one says so and stops it.
@@ -319,7 +402,15 @@ async fn up_keeps_tasks_across_restarts_and_stops_quickly() -> Result<()> {
     ensure!(t["result"]["content"][0]["text"] == "slept 1500 ms", "{t}");
     up.signal("KILL")?;
     up.exit_within(WITHIN).await?;
+    // Kept (not dropped) until the end: its drop would kill the stale Redis itself.
+    let killed = up;
     let stale = redis_pid(home).context("no redis pid file after a kill")?;
+    ensure!(
+        killed.redis_pid == Some(stale),
+        "pid file {stale} vs {:?}",
+        killed.redis_pid
+    );
+    ensure!(is_redis(stale), "the killed up's Redis died with it");
     let up = Up::start(home, logs.path(), &[], &env)?;
     ensure!(
         up.stderr_text()
@@ -327,10 +418,13 @@ async fn up_keeps_tasks_across_restarts_and_stops_quickly() -> Result<()> {
         "{}",
         up.stderr_text()
     );
+    ensure!(!is_redis(stale), "the stale Redis {stale} still runs");
     ensure!(
         up.client().get(&long).await?["status"] == "completed",
         "the task did not survive"
     );
+    drop(up);
+    drop(killed);
     Ok(())
 }
 
@@ -359,5 +453,70 @@ async fn up_ephemeral_leaves_nothing() -> Result<()> {
         .map(|e| e.map(|e| e.file_name()))
         .collect::<Result<_, _>>()?;
     ensure!(left.is_empty(), "left in the data directory: {left:?}");
+    Ok(())
+}
+
+/// Issue 16 review: a data directory serves one `up` at a time (the second is refused with
+/// one line before it starts a Redis); an `up --data DIR` says, and the other commands
+/// find it, with `--data DIR`; a busy port is refused with one line and nothing left
+/// behind (no Redis started, no lock, no ephemeral folder).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_up_per_data_dir_and_a_busy_port_leaves_nothing() -> Result<()> {
+    let home = TempDir::new("mcpt-up-home")?;
+    let logs = TempDir::new("mcpt-up-logs")?;
+    let data = home.path().join("elsewhere");
+    let data_arg = data.display().to_string();
+    let up = Up::start(home.path(), logs.path(), &["--data", &data_arg], &[])?;
+    let data = data.canonicalize()?;
+
+    let (code, err) = up_refused(home.path(), &["--data", &data_arg], &[])?;
+    ensure!(code == Some(1), "second up: {code:?} {err}");
+    ensure!(err.lines().count() == 1, "{err}");
+    ensure!(
+        err.contains(&format!("another `mcp-tasks up` (pid {})", up.child.id())),
+        "{err}"
+    );
+    ensure!(
+        data.join("up.lock").exists(),
+        "the refused up took the lock away"
+    );
+
+    let (code, out, err) = cli(home.path(), &["queues", "--data", &data_arg])?;
+    ensure!(code == Some(0), "queues --data: {code:?} {out} {err}");
+    ensure!(out.lines().any(|l| l.starts_with("default ")), "{out}");
+    let other = home.path().join("nothing-here").display().to_string();
+    let (code, _, err) = cli(home.path(), &["queues", "--data", &other])?;
+    ensure!(
+        code == Some(1) && err.lines().count() == 1,
+        "{code:?} {err}"
+    );
+
+    // The port `up` serves on is busy for a newcomer (whose temp dir is its own, to see
+    // that no ephemeral Redis folder was made).
+    let home2 = TempDir::new("mcpt-up-home")?;
+    let tmp = home2.path().join("tmp");
+    std::fs::create_dir(&tmp)?;
+    let busy = [
+        ("MCPT_LISTEN_ADDR", up.addr.to_string()),
+        ("TMPDIR", tmp.display().to_string()),
+    ];
+    for args in [&[][..], &["--ephemeral"]] {
+        let (code, err) = up_refused(home2.path(), args, &busy)?;
+        ensure!(code == Some(1), "{args:?}: {code:?} {err}");
+        ensure!(
+            err.lines().count() == 1 && err.contains("cannot listen on"),
+            "{err}"
+        );
+        for dir in [home2.path().join("mcp-tasks"), tmp.clone()] {
+            let left: Vec<_> = std::fs::read_dir(&dir)?
+                .map(|e| e.map(|e| e.file_name()))
+                .collect::<Result<_, _>>()?;
+            ensure!(
+                left.is_empty(),
+                "{args:?}: left in {}: {left:?}",
+                dir.display()
+            );
+        }
+    }
     Ok(())
 }

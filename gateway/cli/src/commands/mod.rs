@@ -1,8 +1,10 @@
 //! The user and operator subcommands of `mcp-tasks` (everything but `up`, which is in
 //! `up/`): argument parsing, where they connect, exit codes and the runtime they run on.
 //!
-//! Where: `--url`/`--redis`, else `MCPT_URL`/`MCPT_REDIS_URL`, else the runtime file of an
-//! `up` running with the default data directory (`data.rs`), else the defaults below.
+//! Where: `--url`/`--redis` and `MCPT_URL`/`MCPT_REDIS_URL` when any of them is given (a
+//! missing one takes its default below, never the local `up`'s: a remote gateway's tools
+//! are not described by a local Redis); else the runtime file of the `up` running with the
+//! data directory `--data`, `MCPT_DATA_DIR` or the default (`data.rs`); else the defaults.
 //!
 //! Exit codes: 0 success; 1 failure (the server or Redis could not be reached, a JSON-RPC
 //! error, a failed or cancelled task, a tool result with `isError`, invalid arguments); 64
@@ -44,7 +46,8 @@ const ENV_REDIS: &str = "MCPT_REDIS_URL";
         MCPT_DATA_DIR  up's data directory [default $XDG_DATA_HOME/mcp-tasks or \
         ~/.local/share/mcp-tasks]\n\n\
         Next to a running `up`, the other commands need no --url or --redis: they read \
-        DATA_DIR/up.json.\n\n\
+        DATA_DIR/up.json\n  \
+        (an `up --data DIR` needs --data DIR or MCPT_DATA_DIR=DIR here too).\n\n\
         exit codes: 0 ok, 1 failed (unreachable, JSON-RPC error, failed/cancelled task, tool \
         error,\n            invalid arguments), 64 usage error, 130 interrupted"
 )]
@@ -89,6 +92,8 @@ pub(crate) enum Command {
         detach: bool,
         #[command(flatten)]
         endpoint: Endpoint,
+        #[command(flatten)]
+        up: UpData,
     },
     /// Print the task as tasks/get returns it
     Get {
@@ -96,6 +101,8 @@ pub(crate) enum Command {
         id: String,
         #[command(flatten)]
         endpoint: Endpoint,
+        #[command(flatten)]
+        up: UpData,
     },
     /// Ask the server to cancel the task
     Cancel {
@@ -103,6 +110,8 @@ pub(crate) enum Command {
         id: String,
         #[command(flatten)]
         endpoint: Endpoint,
+        #[command(flatten)]
+        up: UpData,
     },
     /// One line per change (ID status message) until every task has ended
     Watch {
@@ -111,6 +120,8 @@ pub(crate) enum Command {
         ids: Vec<String>,
         #[command(flatten)]
         endpoint: Endpoint,
+        #[command(flatten)]
+        up: UpData,
     },
     /// The tools: name, whether they run as tasks, arguments
     ///
@@ -121,16 +132,22 @@ pub(crate) enum Command {
         endpoint: Endpoint,
         #[command(flatten)]
         redis: RedisUrl,
+        #[command(flatten)]
+        up: UpData,
     },
     /// Per queue: length, consumer-group lag, pending jobs, consumers (Redis)
     Queues {
         #[command(flatten)]
         redis: RedisUrl,
+        #[command(flatten)]
+        up: UpData,
     },
     /// Live tools (queue, policy, heartbeat) and each queue's consumers (Redis)
     Workers {
         #[command(flatten)]
         redis: RedisUrl,
+        #[command(flatten)]
+        up: UpData,
     },
 }
 
@@ -150,6 +167,16 @@ pub(crate) struct RedisUrl {
     /// redis://127.0.0.1:6379]
     #[arg(long, value_name = "URL")]
     redis: Option<String>,
+}
+
+/// The data directory of the running `up` the subcommands use when nothing else says
+/// where to connect.
+#[derive(Debug, clap::Args)]
+pub(crate) struct UpData {
+    /// The data directory of the `up` to use, when no --url, --redis, MCPT_URL or
+    /// MCPT_REDIS_URL is given [env MCPT_DATA_DIR; default as `up`'s]
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
 }
 
 /// Parse this process's arguments. `Err` is the exit code after what needed printing was
@@ -225,13 +252,56 @@ pub(crate) fn usage(why: impl std::fmt::Display) -> ExitCode {
     Fail::usage(why).exit()
 }
 
-/// The variable `var` when set, else what a running `up` says, else `default`.
-fn env_or(var: &str, from_up: impl FnOnce(Runtime) -> String, default: &str) -> String {
-    std::env::var(var)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .or_else(|| Runtime::find().map(from_up))
-        .unwrap_or_else(|| default.to_owned())
+/// Where a subcommand connects: its MCP endpoint and its Redis.
+#[derive(Debug, PartialEq)]
+struct Targets {
+    url: String,
+    redis: String,
+}
+
+/// The flags and variables as given, each missing one its default; only when none is
+/// given, the running `up`'s pair, whole (never one from each: see the module doc).
+///
+/// # Errors
+/// `--data DIR` names a directory with no running `up`.
+fn targets(
+    url: Option<String>,
+    redis: Option<String>,
+    up: UpData,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Targets, Fail> {
+    let url = url
+        .or_else(|| env(ENV_URL))
+        .filter(|v| !v.trim().is_empty());
+    let redis = redis
+        .or_else(|| env(ENV_REDIS))
+        .filter(|v| !v.trim().is_empty());
+    if url.is_none() && redis.is_none() {
+        match (Runtime::find(up.data.as_deref()), up.data) {
+            (Some(found), _) => {
+                return Ok(Targets {
+                    url: found.mcp_url,
+                    redis: found.redis_url,
+                });
+            }
+            (None, Some(dir)) => {
+                return Err(Fail::runtime(format!(
+                    "no `mcp-tasks up` is running with the data directory {}",
+                    dir.display()
+                )));
+            }
+            (None, None) => {}
+        }
+    }
+    Ok(Targets {
+        url: url.unwrap_or_else(|| DEFAULT_URL.to_owned()),
+        redis: redis.unwrap_or_else(|| DEFAULT_REDIS.to_owned()),
+    })
+}
+
+/// An environment variable, as [`targets`] reads it.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
 }
 
 impl Fail {
@@ -258,29 +328,33 @@ pub(crate) fn run(command: Command) -> ExitCode {
 }
 
 async fn execute(command: Command) -> Result<(), Fail> {
-    let redis = |o: RedisUrl| {
-        o.redis
-            .unwrap_or_else(|| env_or(ENV_REDIS, |r| r.redis_url, DEFAULT_REDIS))
-    };
-    let client = |o: Endpoint| {
-        let url = o
-            .url
-            .unwrap_or_else(|| env_or(ENV_URL, |r| r.mcp_url, DEFAULT_URL));
+    let redis = |o: RedisUrl, up| targets(None, o.redis, up, env).map(|t| t.redis);
+    let client = |o: Endpoint, up| {
+        let url = targets(o.url, None, up, env)?.url;
         client::Client::new(&url).map_err(Fail::usage)
     };
     match command {
         Command::Up { .. } => Err(Fail::usage("`up` runs on its own")),
-        Command::Tools { endpoint, redis: o } => tools::tools(&client(endpoint)?, &redis(o)).await,
-        Command::Queues { redis: o } => ops::queues(&redis(o)).await,
-        Command::Workers { redis: o } => ops::workers(&redis(o)).await,
+        Command::Tools {
+            endpoint,
+            redis: o,
+            up,
+        } => {
+            let t = targets(endpoint.url, o.redis, up, env)?;
+            let client = client::Client::new(&t.url).map_err(Fail::usage)?;
+            tools::tools(&client, &t.redis).await
+        }
+        Command::Queues { redis: o, up } => ops::queues(&redis(o, up)?).await,
+        Command::Workers { redis: o, up } => ops::workers(&redis(o, up)?).await,
         Command::Call {
             tool,
             args,
             task,
             detach,
             endpoint,
+            up,
         } => {
-            let client = client(endpoint)?;
+            let client = client(endpoint, up)?;
             let arguments: Value = serde_json::from_str(&args)
                 .map_err(|e| Fail::usage(format!("--args is not JSON: {e}")))?;
             if !arguments.is_object() {
@@ -288,9 +362,9 @@ async fn execute(command: Command) -> Result<(), Fail> {
             }
             tasks::call(&client, &tool, arguments, task, detach).await
         }
-        Command::Get { id, endpoint } => tasks::get(&client(endpoint)?, &id).await,
-        Command::Cancel { id, endpoint } => tasks::cancel(&client(endpoint)?, &id).await,
-        Command::Watch { ids, endpoint } => tasks::watch(&client(endpoint)?, &ids).await,
+        Command::Get { id, endpoint, up } => tasks::get(&client(endpoint, up)?, &id).await,
+        Command::Cancel { id, endpoint, up } => tasks::cancel(&client(endpoint, up)?, &id).await,
+        Command::Watch { ids, endpoint, up } => tasks::watch(&client(endpoint, up)?, &ids).await,
     }
 }
 
@@ -326,6 +400,7 @@ mod tests {
             task,
             detach,
             endpoint,
+            ..
         }) = call
         else {
             panic!("parses as call: {call:?}");
@@ -360,5 +435,36 @@ mod tests {
                 "{words:?}: {line}"
             );
         }
+    }
+
+    /// Issue 16 review: `tools --url REMOTE` must not read the local `up`'s Redis. No `up`
+    /// runs with this test's (missing) data directory, so only the explicit ones count.
+    #[test]
+    fn explicit_targets_are_not_mixed_with_an_up() {
+        let none = |_: &str| None;
+        let nowhere = || UpData {
+            data: Some(std::env::temp_dir().join("mcpt-cli-no-up-here")),
+        };
+        let t = targets(Some("http://remote/mcp".into()), None, nowhere(), none)
+            .unwrap_or_else(|f| panic!("{f:?}"));
+        assert_eq!(
+            t,
+            Targets {
+                url: "http://remote/mcp".into(),
+                redis: DEFAULT_REDIS.into()
+            }
+        );
+        let from_env = |name: &str| (name == ENV_REDIS).then(|| "redis://r:1".to_owned());
+        let t = targets(None, None, nowhere(), from_env).unwrap_or_else(|f| panic!("{f:?}"));
+        assert_eq!(
+            t,
+            Targets {
+                url: DEFAULT_URL.into(),
+                redis: "redis://r:1".into()
+            }
+        );
+        // Nothing given and no `up` in the directory named: said, not guessed.
+        let fail = targets(None, None, nowhere(), none).expect_err("no up there");
+        assert_eq!(fail.code, 1);
     }
 }

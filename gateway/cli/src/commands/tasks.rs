@@ -8,16 +8,17 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
+use mcp_tasks_shared::protocol::jsonrpc::INVALID_PARAMS;
 use serde_json::{Value, json};
 
 use super::Fail;
 use super::client::{CallError, Caps, Client, TASK_CAPS, TASKS};
 use super::terminal::{Terminal, answer_requests};
 
-/// `INVALID_PARAMS`, the code of an unknown task id.
-const INVALID_PARAMS: i64 = -32602;
 /// How a schema violation starts (the gateway's `launch.rs`): `invalid arguments for tool
-/// NAME: WHY`.
+/// NAME: WHY`. This, "not found" for an unknown task and the Tasks extension's name in a
+/// refused call are the gateway's wording, read here: `tests/tests/e2e/cli.rs`
+/// (`call_prints_results_progress_and_errors`, `get_cancel_and_watch_a_task`) fails if the gateway says them otherwise.
 const INVALID_ARGUMENTS: &str = "invalid arguments for tool ";
 
 /// How long a `tasks/*` request may take.

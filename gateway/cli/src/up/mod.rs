@@ -1,24 +1,40 @@
 //! `mcp-tasks up`: a private Redis (unless `MCPT_REDIS_URL` is set), a gateway and a worker
 //! pool in one process, keeping tasks in a data directory across restarts (`data.rs`).
 //!
-//! Stopping (SIGINT or SIGTERM): the gateway stops accepting and the worker stops reading;
-//! jobs waiting for input are handed back to their queue at once, running ones after
-//! [`UP_SHUTDOWN_GRACE`]; Redis stops last, so a handed-back job stays queued and the next
-//! `up` resumes it as after a crash. A second signal exits at once: Redis is sent SIGTERM
-//! (it writes its data out) and the jobs stay in their streams, claimed by this gone
-//! worker, to be reclaimed once their lease lapses.
+//! Starting, in this order, so a mistake leaves nothing behind: the configuration is read
+//! and checked; the data directory is claimed (`claim.rs`: one `up` per directory); signal
+//! handlers are installed; the listen port is bound (a busy port is the likeliest mistake,
+//! found before anything runs); a Redis left by a killed `up` is stopped and the private
+//! Redis started (`redis.rs`); then the gateway and worker run and the runtime file is
+//! written. Each step's leftovers are guards (`Claim`, `PrivateRedis`), so any error or
+//! signal on the way cleans up what was made.
+//!
+//! Stopping (SIGINT, SIGTERM or SIGHUP): the gateway stops accepting and the worker stops
+//! reading; jobs waiting for input are handed back to their queue at once, running ones
+//! after [`UP_SHUTDOWN_GRACE`]; Redis stops last, so a handed-back job stays queued and
+//! the next `up` resumes it as after a crash. A second signal exits at once: Redis is told
+//! to shut down (it writes its data out) and the jobs stay in their streams, claimed by
+//! this gone worker, to be reclaimed once their lease lapses.
 
+mod claim;
 mod redis;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use mcp_tasks_shared::config::{ENV_REDIS_URL, ENV_SHUTDOWN_GRACE, GatewayConfig, WorkerConfig};
+use mcp_tasks_shared::config::{
+    ENV_DRAIN_DELAY, ENV_REDIS_URL, ENV_SHUTDOWN_GRACE, GatewayConfig, WorkerConfig,
+};
 use mcp_tasks_shared::{error_chain, telemetry};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-use crate::data::{self, Runtime, is_alive, remove_runtime, runs};
+use crate::data::{self, Runtime};
+use claim::Claim;
+use redis::PrivateRedis;
 
 /// The grace period of a stop, unless `MCPT_SHUTDOWN_GRACE` says otherwise: one machine,
 /// no other worker to wait for, and an interrupted job resumes on the next `up`.
@@ -33,256 +49,325 @@ pub(crate) enum Keep {
     Ephemeral(Option<PathBuf>),
 }
 
+/// Why `up` stopped before serving: its exit code and the one line to print.
+struct Failed(u8, String);
+
+impl Failed {
+    /// A mistake in the configuration (exit 64).
+    fn usage(why: impl std::fmt::Display) -> Failed {
+        Failed(64, why.to_string())
+    }
+
+    /// A failure at run time (exit 1).
+    fn runtime(why: impl std::fmt::Display) -> Failed {
+        Failed(1, why.to_string())
+    }
+}
+
 /// Run `up`; the exit code after what needed saying was said.
 pub(crate) fn run(keep: Keep) -> ExitCode {
-    let private_redis = std::env::var(ENV_REDIS_URL).map_or(true, |v| v.trim().is_empty());
-    let gateway_config = GatewayConfig::from_env();
-    let worker_config = WorkerConfig::from_env();
-    let (mut gateway_config, mut worker_config) = match (gateway_config, worker_config) {
-        (Ok(g), Ok(w)) => (g, w),
-        (Err(e), _) | (_, Err(e)) => {
-            eprintln!("mcp-tasks: {e}");
-            return ExitCode::from(64);
+    match configure().and_then(|setup| start_and_serve(setup, keep)) {
+        Ok(code) => code,
+        Err(Failed(code, line)) => {
+            eprintln!("mcp-tasks: {line}");
+            ExitCode::from(code)
         }
-    };
-    if std::env::var_os(ENV_SHUTDOWN_GRACE).is_none() {
-        gateway_config.shutdown_grace = UP_SHUTDOWN_GRACE;
-        worker_config.shutdown_grace = UP_SHUTDOWN_GRACE;
+    }
+}
+
+/// What `up` runs, read from the environment and checked before anything starts.
+struct Setup {
+    gateway: GatewayConfig,
+    worker: WorkerConfig,
+    /// No `MCPT_REDIS_URL`: start a Redis of our own.
+    private_redis: bool,
+    catalog: mcp_tasks_catalog::Catalog,
+    builtin: Vec<Arc<dyn mcp_tasks_worker::Tool>>,
+}
+
+/// Whether the variable `name` is unset or blank, as the config parser treats it.
+fn unset(name: &str) -> bool {
+    std::env::var(name).map_or(true, |v| v.trim().is_empty())
+}
+
+/// Step 1: the gateway's and worker's configuration with `up`'s defaults, the tools file.
+fn configure() -> Result<Setup, Failed> {
+    let mut gateway = GatewayConfig::from_env().map_err(Failed::usage)?;
+    let mut worker = WorkerConfig::from_env().map_err(Failed::usage)?;
+    if unset(ENV_SHUTDOWN_GRACE) {
+        gateway.shutdown_grace = UP_SHUTDOWN_GRACE;
+        worker.shutdown_grace = UP_SHUTDOWN_GRACE;
     }
     // One process for everything: nothing routes around it, so no drain delay.
-    if std::env::var(mcp_tasks_shared::config::ENV_DRAIN_DELAY).is_err() {
-        gateway_config.drain_delay = Duration::ZERO;
+    if unset(ENV_DRAIN_DELAY) {
+        gateway.drain_delay = Duration::ZERO;
     }
-    // The worker's tools: built-in packs plus MCPT_TOOLS_FILE, checked before anything starts.
-    let builtin = mcp_tasks_worker::tools::packs(&worker_config.tools);
-    let catalog = match mcp_tasks_catalog::from_env(&worker_config, &builtin) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("mcp-tasks: {e}");
-            return ExitCode::from(64);
-        }
+    gateway
+        .check_exposure(gateway.listen_addr)
+        .map_err(Failed::usage)?;
+    // The worker's tools: built-in packs plus MCPT_TOOLS_FILE.
+    let builtin = mcp_tasks_worker::tools::packs(&worker.tools);
+    let catalog = mcp_tasks_catalog::from_env(&worker, &builtin).map_err(Failed::usage)?;
+    Ok(Setup {
+        gateway,
+        worker,
+        private_redis: unset(ENV_REDIS_URL),
+        catalog,
+        builtin,
+    })
+}
+
+/// Steps 2 to the end: claim the directory, start, serve until stopped.
+fn start_and_serve(setup: Setup, keep: Keep) -> Result<ExitCode, Failed> {
+    let (dir, ephemeral) = match keep {
+        Keep::Dir(dir) => (Some(dir), false),
+        Keep::Ephemeral(dir) => (dir, true),
     };
-    if let Err(e) = gateway_config.check_exposure(gateway_config.listen_addr) {
-        eprintln!("mcp-tasks: {e}");
-        return ExitCode::from(64);
-    }
-    let dir = match &keep {
-        Keep::Dir(dir) | Keep::Ephemeral(Some(dir)) => match prepare_dir(dir) {
-            Ok(dir) => Some(dir),
-            Err(e) => {
-                eprintln!("mcp-tasks: {e}");
-                return ExitCode::FAILURE;
-            }
-        },
-        Keep::Ephemeral(None) => None,
-    };
-    let ephemeral = matches!(keep, Keep::Ephemeral(_));
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("mcp-tasks: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    // Dropped last (after the runtime and Redis): the lock and the runtime file go.
+    let claim = dir
+        .as_deref()
+        .map(claim::claim)
+        .transpose()
+        .map_err(Failed::runtime)?;
+    let runtime = tokio::runtime::Runtime::new()
+        .map_err(|e| Failed::runtime(format!("cannot start the runtime: {e}")))?;
+    let signals = runtime.block_on(async { Signals::install(ephemeral) })?;
+    let telemetry = runtime
+        .block_on(async { telemetry::init("up") })
+        .map_err(Failed::usage)?;
+    let result = runtime.block_on(serve(setup, claim.as_ref(), ephemeral, &signals));
+    telemetry.shutdown();
+    // After a second signal the gateway and worker are still at it: drop them.
+    runtime.shutdown_background();
+    drop(claim);
+    result
+}
+
+/// What `up` started: the listener, the tools, its Redis.
+struct Started {
+    listener: tokio::net::TcpListener,
+    tools: Vec<Arc<dyn mcp_tasks_worker::Tool>>,
+    redis: Option<PrivateRedis>,
+}
+
+/// Bind the port, connect the declared upstream servers, check auth, start Redis.
+async fn start(
+    setup: &mut Setup,
+    claim: Option<&Claim>,
+    ephemeral: bool,
+) -> Result<Started, Failed> {
+    let addr = setup.gateway.listen_addr;
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        Failed::runtime(format!(
+            "cannot listen on {addr}: {e}; set MCPT_LISTEN_ADDR to a free address (127.0.0.1:0 picks one)"
+        ))
+    })?;
     // [[upstream]] servers are started and listed inside the runtime.
-    let tools = match runtime.block_on(catalog.connect()) {
-        Ok(declared) => builtin.into_iter().chain(declared).collect::<Vec<_>>(),
-        Err(e) => {
-            eprintln!("mcp-tasks: {e}");
-            return ExitCode::from(64);
+    let declared = std::mem::take(&mut setup.catalog)
+        .connect()
+        .await
+        .map_err(Failed::usage)?;
+    let tools = std::mem::take(&mut setup.builtin)
+        .into_iter()
+        .chain(declared)
+        .collect();
+    mcp_tasks_gateway::check_auth(&setup.gateway)
+        .await
+        .map_err(Failed::usage)?;
+    let redis = if setup.private_redis {
+        let keep_in = claim.map(Claim::dir).filter(|_| !ephemeral);
+        if let Some(dir) = keep_in {
+            redis::stop_stale(dir, Runtime::read(dir).as_ref())
+                .await
+                .map_err(Failed::runtime)?;
+        }
+        let r = redis::start(keep_in).await.map_err(Failed::runtime)?;
+        if r.ephemeral {
+            println!(
+                "redis: {} (private, ephemeral: {} is deleted on exit)",
+                r.url(),
+                r.dir.display()
+            );
+        } else {
+            println!(
+                "redis: {} (private, data kept in {}; --ephemeral for a throwaway one)",
+                r.url(),
+                r.dir.display()
+            );
+        }
+        setup.gateway.redis_url = r.url();
+        setup.worker.redis_url = r.url();
+        Some(r)
+    } else {
+        None
+    };
+    Ok(Started {
+        listener,
+        tools,
+        redis,
+    })
+}
+
+/// Start everything, serve until a signal, stop Redis last.
+async fn serve(
+    mut setup: Setup,
+    claim: Option<&Claim>,
+    ephemeral: bool,
+    signals: &Signals,
+) -> Result<ExitCode, Failed> {
+    // A signal while starting drops what was started (the guards clean up).
+    let started = tokio::select! {
+        started = start(&mut setup, claim, ephemeral) => started?,
+        () = signals.stop.cancelled() => {
+            eprintln!("mcp-tasks: interrupted while starting; nothing is left running");
+            return Ok(ExitCode::from(130));
         }
     };
-    if let Err(e) = runtime.block_on(mcp_tasks_gateway::check_auth(&gateway_config)) {
-        eprintln!("mcp-tasks: {e}");
-        return ExitCode::from(64);
-    }
-    let telemetry = match runtime.block_on(async { telemetry::init("up") }) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("mcp-tasks: {e}");
-            return ExitCode::from(64);
-        }
-    };
-    let result: Result<(), String> = runtime.block_on(async {
-        let mut redis = None;
-        if private_redis {
-            let keep_in = match (&dir, ephemeral) {
-                (Some(dir), false) => {
-                    redis::stop_stale(dir).await?;
-                    Some(dir.as_path())
-                }
-                _ => None,
-            };
-            let r = redis::start(keep_in).await?;
-            if r.ephemeral {
-                println!(
-                    "redis: {} (private, ephemeral: {} is deleted on exit)",
-                    r.url,
-                    r.dir.display()
-                );
-            } else {
-                println!(
-                    "redis: {} (private, data kept in {}; --ephemeral for a throwaway one)",
-                    r.url,
-                    r.dir.display()
-                );
-            }
-            gateway_config.redis_url.clone_from(&r.url);
-            worker_config.redis_url.clone_from(&r.url);
-            redis = Some(r);
-        }
-        let listener = tokio::net::TcpListener::bind(gateway_config.listen_addr)
-            .await
-            .map_err(|e| format!("cannot listen on {}: {e}", gateway_config.listen_addr))?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let me = std::process::id();
-        let redis_pid = redis.as_ref().and_then(redis::PrivateRedis::pid);
-        let stop = on_signals(Stopping {
-            dir: dir.clone(),
-            redis_pid,
-            ephemeral_dir: redis
-                .as_ref()
-                .filter(|r| r.ephemeral)
-                .map(|r| r.dir.clone()),
-            ephemeral,
-        });
-        let redis_url = worker_config.redis_url.clone();
-        let worker = tokio::spawn(mcp_tasks_worker::run(worker_config, tools, stop.clone()));
-        let gateway = tokio::spawn(mcp_tasks_gateway::run(
-            gateway_config,
-            listener,
-            stop.clone(),
-        ));
-        let mcp_url = format!("http://{addr}/mcp");
-        println!("listening on http://{addr}");
-        println!("MCP endpoint: {mcp_url}  (Ctrl-C stops everything)");
-        if let Some(dir) = &dir {
-            let runtime = Runtime {
-                pid: me,
+    let Started {
+        listener,
+        tools,
+        redis,
+    } = started;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Failed::runtime(format!("cannot read the listen address: {e}")))?;
+    let stop = signals.stop.clone();
+    let redis_url = setup.worker.redis_url.clone();
+    let worker = tokio::spawn(mcp_tasks_worker::run(setup.worker, tools, stop.clone()));
+    let gateway = tokio::spawn(mcp_tasks_gateway::run(
+        setup.gateway,
+        listener,
+        stop.clone(),
+    ));
+    signals.serving.store(true, Ordering::SeqCst);
+    let mcp_url = format!("http://{addr}/mcp");
+    println!("listening on http://{addr}");
+    println!("MCP endpoint: {mcp_url}  (Ctrl-C stops everything)");
+    if let Some(claim) = claim {
+        announce(
+            claim,
+            &Runtime {
+                pid: std::process::id(),
                 mcp_url,
                 redis_url,
-                redis_pid,
-            };
-            match runtime.write(dir) {
-                Ok(()) => println!(
-                    "mcp-tasks commands (call, get, queues, tools, …) find this up through {}",
-                    dir.join(data::RUNTIME_FILE).display()
-                ),
-                Err(e) => eprintln!(
-                    "mcp-tasks: cannot write {}: {e}; give other commands --url and --redis",
-                    dir.join(data::RUNTIME_FILE).display()
-                ),
+                redis_pid: redis.as_ref().and_then(PrivateRedis::pid),
+            },
+        );
+    }
+    let (g, w) = tokio::select! {
+        joined = async { tokio::join!(gateway, worker) } => joined,
+        () = signals.now.cancelled() => {
+            // Redis is told to write its data out and stop as `redis` drops.
+            drop(redis);
+            if ephemeral {
+                eprintln!("mcp-tasks: stopped at once");
+            } else {
+                eprintln!(
+                    "mcp-tasks: stopped at once; unfinished tasks stay queued and resume on the next `up`"
+                );
             }
+            return Ok(ExitCode::from(130));
         }
-        let (g, w) = tokio::join!(gateway, worker);
-        stop.cancel();
-        // Redis last: the worker handed its jobs back through it.
-        if let Some(r) = redis {
-            r.stop().await;
-        }
-        if let Some(dir) = &dir {
-            remove_runtime(dir, me);
-        }
-        g.map_err(|e| e.to_string())?
-            .map_err(|e| format!("gateway: {}", error_chain(&e)))?;
-        w.map_err(|e| e.to_string())?
-            .map_err(|e| format!("worker: {}", error_chain(&e)))?;
-        Ok(())
-    });
-    telemetry.shutdown();
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("mcp-tasks: {e}");
-            ExitCode::FAILURE
-        }
+    };
+    stop.cancel();
+    // Redis last: the worker handed its jobs back through it.
+    if let Some(r) = redis {
+        r.stop().await;
+    }
+    g.map_err(Failed::runtime)?
+        .map_err(|e| Failed::runtime(format!("gateway: {}", error_chain(&e))))?;
+    w.map_err(Failed::runtime)?
+        .map_err(|e| Failed::runtime(format!("worker: {}", error_chain(&e))))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Write the runtime file and say how other commands find this `up`.
+fn announce(claim: &Claim, runtime: &Runtime) {
+    let dir = claim.dir();
+    let file = dir.join(data::RUNTIME_FILE);
+    if let Err(e) = runtime.write(dir) {
+        eprintln!(
+            "mcp-tasks: cannot write {}: {e}; give other commands --url and --redis",
+            file.display()
+        );
+        return;
+    }
+    let is_default = data::default_dir()
+        .and_then(|d| d.canonicalize().ok())
+        .is_some_and(|d| d == dir);
+    if is_default {
+        println!(
+            "mcp-tasks commands (call, get, queues, tools, …) find this up through {}",
+            file.display()
+        );
+    } else {
+        println!(
+            "mcp-tasks commands (call, get, queues, tools, …) find this up through {} when given --data {} or MCPT_DATA_DIR={}",
+            file.display(),
+            dir.display(),
+            dir.display()
+        );
     }
 }
 
-/// Create the data directory and check no other `up` uses it; its absolute path.
-fn prepare_dir(dir: &Path) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(dir)
-        .and_then(|()| dir.canonicalize())
-        .map_err(|e| format!("cannot use the data directory {}: {e}", dir.display()))
-        .and_then(|dir| {
-            match Runtime::read(&dir) {
-                Some(other)
-                    if other.pid != std::process::id()
-                        && is_alive(other.pid)
-                        && runs(other.pid, "mcp-tasks") =>
-                {
-                    Err(format!(
-                        "another `mcp-tasks up` (pid {}) uses {} and serves {}; stop it, or give this one --data with another directory",
-                        other.pid,
-                        dir.display(),
-                        other.mcp_url
-                    ))
-                }
-                _ => Ok(dir),
+/// SIGINT, SIGTERM and SIGHUP (a closed terminal) alike: the first cancels `stop`, the
+/// second `now`. Installed before anything starts, so no signal finds the default action
+/// (exit, leaving Redis behind).
+struct Signals {
+    stop: CancellationToken,
+    now: CancellationToken,
+    /// Set once the gateway and worker run; before, a signal needs no "stopping" line.
+    serving: Arc<AtomicBool>,
+}
+
+impl Signals {
+    /// Install the handlers; must run inside the runtime.
+    fn install(ephemeral: bool) -> Result<Signals, Failed> {
+        let listen = |kind: SignalKind, name: &str| {
+            signal(kind).map_err(|e| Failed::runtime(format!("cannot listen for {name}: {e}")))
+        };
+        let mut streams = [
+            listen(SignalKind::interrupt(), "SIGINT")?,
+            listen(SignalKind::terminate(), "SIGTERM")?,
+            listen(SignalKind::hangup(), "SIGHUP")?,
+        ];
+        let signals = Signals {
+            stop: CancellationToken::new(),
+            now: CancellationToken::new(),
+            serving: Arc::new(AtomicBool::new(false)),
+        };
+        let (stop, now, serving) = (
+            signals.stop.clone(),
+            signals.now.clone(),
+            signals.serving.clone(),
+        );
+        tokio::spawn(async move {
+            if !next_signal(&mut streams).await {
+                return;
             }
-        })
+            if !serving.load(Ordering::SeqCst) {
+                // `serve` says what happened.
+            } else if ephemeral {
+                eprintln!("mcp-tasks: stopping (again to exit at once)");
+            } else {
+                eprintln!(
+                    "mcp-tasks: stopping; running tasks go back to their queue and resume on the next `up` (again to exit at once)"
+                );
+            }
+            stop.cancel();
+            if next_signal(&mut streams).await {
+                now.cancel();
+            }
+        });
+        Ok(signals)
+    }
 }
 
-/// What a second signal must clean up before exiting at once.
-struct Stopping {
-    dir: Option<PathBuf>,
-    redis_pid: Option<u32>,
-    ephemeral_dir: Option<PathBuf>,
-    ephemeral: bool,
-}
-
-/// A token cancelled on the first SIGINT or SIGTERM; the second exits at once.
-fn on_signals(stopping: Stopping) -> CancellationToken {
-    let token = CancellationToken::new();
-    let fire = token.clone();
-    tokio::spawn(async move {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("mcp-tasks: cannot listen for SIGTERM: {e}");
-                    return;
-                }
-            };
-        if !next_signal(&mut term).await {
-            return;
-        }
-        if stopping.ephemeral {
-            eprintln!("mcp-tasks: stopping (again to exit at once)");
-        } else {
-            eprintln!(
-                "mcp-tasks: stopping; running tasks go back to their queue and resume on the next `up` (again to exit at once)"
-            );
-        }
-        fire.cancel();
-        if !next_signal(&mut term).await {
-            return;
-        }
-        if let Some(pid) = stopping.redis_pid {
-            redis::terminate(pid);
-        }
-        if let Some(dir) = &stopping.dir {
-            remove_runtime(dir, std::process::id());
-        }
-        if let Some(dir) = &stopping.ephemeral_dir {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-        if stopping.ephemeral {
-            eprintln!("mcp-tasks: stopped at once");
-        } else {
-            eprintln!(
-                "mcp-tasks: stopped at once; unfinished tasks stay queued and resume on the next `up`"
-            );
-        }
-        std::process::exit(130);
-    });
-    token
-}
-
-/// Wait for SIGINT or SIGTERM; `false` when neither can be received any more.
-async fn next_signal(term: &mut tokio::signal::unix::Signal) -> bool {
+/// Wait for any of the signals; `false` when none can be received any more.
+async fn next_signal([int, term, hup]: &mut [Signal; 3]) -> bool {
     tokio::select! {
-        r = tokio::signal::ctrl_c() => r.is_ok(),
+        s = int.recv() => s.is_some(),
         s = term.recv() => s.is_some(),
+        s = hup.recv() => s.is_some(),
     }
 }
