@@ -92,7 +92,7 @@ const scenarios = [
     const { tools } = await main.client.listTools();
     const support = Object.fromEntries(tools.map((t) => [t.name, t.execution?.taskSupport]));
     check(support.sleep === "optional", `sleep: ${support.sleep}`);
-    check(support.ask === "required", `ask: ${support.ask}`);
+    check(support.ask === "optional", `ask: ${support.ask}`);
     check(support.echo === "forbidden", `echo: ${support.echo}`);
   }],
   ["sync-sleep-with-progress", async () => {
@@ -105,6 +105,14 @@ const scenarios = [
     check(textOf(result) === "slept 3000 ms", `result ${JSON.stringify(result)}`);
     const messages = new Set(progress.map((p) => p.message));
     check(messages.size >= 2, `progress: ${JSON.stringify(progress)}`);
+  }],
+  ["sync-ask-through-elicitation-handler", async () => {
+    const result = await main.client.callTool(
+      { name: "ask", arguments: { question: "Which colour?" } },
+      undefined,
+      { timeout: 30_000 },
+    );
+    check(textOf(result) === "answer: blue", `result ${JSON.stringify(result)}`);
   }],
   ["task-sleep", async () => {
     const r = await drain(main.client.experimental.tasks.callToolStream(

@@ -75,21 +75,13 @@ pub(super) async fn call(
             ));
         }
     };
-    if session.has_tasks() {
-        if task.is_some() && tool.policy == Policy::Sync {
-            return Err(ErrorObject::new(
-                METHOD_NOT_FOUND,
-                format!("tool {name} does not run as a task (execution.taskSupport is \"forbidden\"); call it without params.task"),
-            )
-            .into());
-        }
-        if task.is_none() && tool.policy == Policy::TaskOnly {
-            return Err(ErrorObject::new(
-                METHOD_NOT_FOUND,
-                format!("tool {name} runs only as a task (execution.taskSupport is \"required\"); call it with params.task"),
-            )
-            .into());
-        }
+    // (`task` is only ever set on a session with the tasks API.)
+    if task.is_some() && tool.policy == Policy::Sync {
+        return Err(ErrorObject::new(
+            METHOD_NOT_FOUND,
+            format!("tool {name} does not run as a task (execution.taskSupport is \"forbidden\"); call it without params.task"),
+        )
+        .into());
     }
     call.check_needs(&req, None)?;
     if let Some(task) = task {

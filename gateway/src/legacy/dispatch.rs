@@ -125,9 +125,14 @@ async fn list_tools(
             if session.has_tasks()
                 && let Value::Object(t) = &mut tool
             {
+                // A task-only tool needs tasks in 2026-07-28 only because its questions
+                // travel in the task; a 2025 call's stream carries them, so it runs
+                // synchronously too. A tool that asks before it starts cannot run on
+                // 2025 at all (the call refuses it); it stays "required".
                 let support = match advert.policy {
                     Policy::Sync => "forbidden",
                     Policy::Auto | Policy::Task => "optional",
+                    Policy::TaskOnly if advert.pre_input.is_empty() => "optional",
                     Policy::TaskOnly => "required",
                 };
                 t.insert("execution".into(), json!({ "taskSupport": support }));

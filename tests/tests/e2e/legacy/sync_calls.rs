@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use mcp_tasks_tests::{Client, TestContext, poll_until};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt as _;
 
 use super::{Session, WITHIN, text, until_response};
@@ -53,68 +53,77 @@ async fn idle_cutting_proxy(upstream: SocketAddr, idle: Duration) -> Result<Sock
     Ok(addr)
 }
 
-/// A synchronous call of a tool that asks (2025-06-18, which has no tasks API): the question
-/// arrives on the call's stream from gateway A as a real `elicitation/create` request, the
-/// client's response is POSTed to gateway B, and the stream ends with the answer.
+/// A synchronous call of a tool that asks, on 2025-06-18 (no tasks API) and on 2025-11-25
+/// (issue 18: a task-only tool is `optional` there and runs synchronously too): the
+/// question arrives on the call's stream from gateway A as a real `elicitation/create`
+/// request, the client's response is POSTed to gateway B, and the stream ends with the
+/// answer.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_synchronous_call_asks_on_its_stream_and_takes_the_answer_anywhere() -> Result<()> {
     let ctx = TestContext::start(2, 1).await?;
     ctx.wait_for_tools().await?;
     let (a, b) = (ctx.gateways[0].client(), ctx.gateways[1].client());
-    // Without the elicitation capability the call is refused before any task exists.
-    let plain = Session::start(&a, "2025-06-18", json!({})).await?;
-    let r = plain
-        .request(
-            &a,
-            1,
-            "tools/call",
-            json!({"name": "ask", "arguments": {"question": "?"}}),
-        )
-        .await?;
-    assert_eq!(r.error_code(), Some(-32600), "{}", r.body);
-    assert!(r.body["error"]["data"]["requiredCapabilities"]["elicitation"].is_object());
+    for version in ["2025-06-18", "2025-11-25"] {
+        // Without the elicitation capability the call is refused before any task exists.
+        let plain = Session::start(&a, version, json!({})).await?;
+        let r = plain
+            .request(
+                &a,
+                1,
+                "tools/call",
+                json!({"name": "ask", "arguments": {"question": "?"}}),
+            )
+            .await?;
+        assert_eq!(r.error_code(), Some(-32600), "{version}: {}", r.body);
+        assert!(r.body["error"]["data"]["requiredCapabilities"]["elicitation"].is_object());
 
-    let s = Session::start(&a, "2025-06-18", json!({"elicitation": {}})).await?;
-    let r = s.request(&b, 1, "tools/list", json!({})).await?;
-    assert!(
-        r.body["result"]["tools"][0].get("execution").is_none(),
-        "2025-06-18 has no taskSupport: {}",
-        r.body
-    );
-    let mut stream = s
-        .stream(
-            &a,
-            json!("call-1"),
-            "tools/call",
-            json!({"name": "ask", "arguments": {"question": "Which colour?"}}),
-        )
-        .await?;
-    let ask = stream
-        .next(WITHIN)
-        .await
-        .context("no elicitation request")?;
-    assert_eq!(ask["method"], "elicitation/create", "{ask}");
-    assert_eq!(ask["params"]["message"], "Which colour?");
-    let ask_id = ask["id"].clone();
-    assert!(ask_id.is_string(), "{ask}");
-    // An answer of the wrong shape is refused and changes nothing.
-    let r = s
-        .post(
-            &b,
-            &json!({"jsonrpc": "2.0", "id": ask_id, "result": {"roots": []}}),
-        )
-        .await?;
-    assert_eq!(r.status, 400, "{}", r.body);
-    let r = s
-        .post(
-            &b,
-            &json!({"jsonrpc": "2.0", "id": ask_id,
-            "result": {"action": "accept", "content": {"answer": "blue"}}}),
-        )
-        .await?;
-    assert_eq!(r.status, 202, "{}", r.body);
-    let (_, response) = until_response(&mut stream, &json!("call-1"), WITHIN).await?;
-    assert_eq!(text(&response), "answer: blue", "{response}");
+        let s = Session::start(&a, version, json!({"elicitation": {}})).await?;
+        let r = s.request(&b, 1, "tools/list", json!({})).await?;
+        let ask = r.body["result"]["tools"]
+            .as_array()
+            .and_then(|tools| tools.iter().find(|t| t["name"] == "ask"))
+            .with_context(|| format!("no ask in {}", r.body))?;
+        let want = if version == "2025-06-18" {
+            Value::Null
+        } else {
+            json!("optional")
+        };
+        assert_eq!(ask["execution"]["taskSupport"], want, "{version}: {ask}");
+        let mut stream = s
+            .stream(
+                &a,
+                json!("call-1"),
+                "tools/call",
+                json!({"name": "ask", "arguments": {"question": "Which colour?"}}),
+            )
+            .await?;
+        let ask = stream
+            .next(WITHIN)
+            .await
+            .context("no elicitation request")?;
+        assert_eq!(ask["method"], "elicitation/create", "{ask}");
+        assert_eq!(ask["params"]["message"], "Which colour?");
+        let ask_id = ask["id"].clone();
+        assert!(ask_id.is_string(), "{ask}");
+        // An answer of the wrong shape is refused and changes nothing.
+        let r = s
+            .post(
+                &b,
+                &json!({"jsonrpc": "2.0", "id": ask_id, "result": {"roots": []}}),
+            )
+            .await?;
+        assert_eq!(r.status, 400, "{}", r.body);
+        let r = s
+            .post(
+                &b,
+                &json!({"jsonrpc": "2.0", "id": ask_id,
+                "result": {"action": "accept", "content": {"answer": "blue"}}}),
+            )
+            .await?;
+        assert_eq!(r.status, 202, "{}", r.body);
+        let (_, response) = until_response(&mut stream, &json!("call-1"), WITHIN).await?;
+        assert_eq!(text(&response), "answer: blue", "{version}: {response}");
+    }
     ctx.cleanup().await;
     Ok(())
 }
