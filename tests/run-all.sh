@@ -5,13 +5,15 @@
 #
 #   bash tests/run-all.sh
 #
-# Needs: cargo, redis-server, node (>= 20) with npm. .ci/run installs what is missing.
+# Needs: cargo, redis-server, node (>= 20) with npm, python3 with venv. .ci/run installs what
+# is missing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 missing=()
 command -v redis-server >/dev/null || missing+=("redis-server (apt-get install redis-server)")
 command -v node >/dev/null || missing+=("node >= 20 with npm")
+python3 -c "import venv, ensurepip" 2>/dev/null || missing+=("python3 with venv (apt-get install python3-venv)")
 if [ ${#missing[@]} -gt 0 ]; then
   echo "tests: missing ${missing[*]}" >&2
   exit 1
@@ -22,6 +24,9 @@ npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error
 npm ci --prefix tests/conformance --no-audit --no-fund --loglevel=error
 npm ci --prefix tests/upstream --no-audit --no-fund --loglevel=error
 npm ci --prefix tests/legacy --no-audit --no-fund --loglevel=error
+echo "== installing the official Python SDK (pip, pinned in tests/python/requirements.txt)"
+[ -x target/py/bin/python ] || python3 -m venv target/py
+target/py/bin/pip install -q --disable-pip-version-check -r tests/python/requirements.txt
 
 echo "== building"
 cargo build --workspace --bins

@@ -49,3 +49,43 @@ async fn official_2025_clients_work_against_two_gateways() -> Result<()> {
     ctx.cleanup().await;
     Ok(())
 }
+
+/// The official Python SDK (`mcp` 1.30.0, pinned in `tests/python/requirements.txt`),
+/// unmodified, over Streamable HTTP against two gateways alternately: initialize, tools,
+/// echo, a synchronous `sleep` with progress, a synchronous `ask` through its elicitation
+/// callback, both failure modes, and the experimental tasks API (issue 18).
+#[tokio::test(flavor = "multi_thread")]
+async fn official_python_sdk_works_against_two_gateways() -> Result<()> {
+    let python = repo_root().join("target/py/bin/python");
+    assert!(
+        python.exists(),
+        "target/py is missing: run `python3 -m venv target/py && target/py/bin/pip install -r tests/python/requirements.txt` (tests/run-all.sh does)"
+    );
+    let ctx = TestContext::start(2, 1).await?;
+    ctx.wait_for_tools().await?;
+    let out = tokio::time::timeout(
+        Duration::from_secs(150),
+        tokio::process::Command::new(&python)
+            .arg("tests/python/sdk_client.py")
+            .arg(ctx.gateways[0].url())
+            .arg(ctx.gateways[1].url())
+            .current_dir(repo_root())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .context("sdk_client.py did not finish within 150 s")??;
+    let text = format!(
+        "{}\n--- stderr ---\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{text}");
+    assert!(out.status.success(), "sdk_client.py failed:\n{text}");
+    assert!(
+        text.contains(" 11 passed, 0 failed"),
+        "not every scenario ran:\n{text}"
+    );
+    ctx.cleanup().await;
+    Ok(())
+}
