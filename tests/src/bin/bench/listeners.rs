@@ -10,11 +10,13 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use crate::costs::Ticker;
-use crate::http::{ack, call_body};
+use crate::http::{ack, call_body, next_event};
 use crate::readings::{fd_limit, vm_rss};
 use crate::stack::Env;
 
-/// Listen streams opened at once in the idle-listener phase.
+/// Listen streams opened at once in the idle-listener phase, and watched tasks: streams
+/// naming many tasks open fewer at a time, so the gateway's memory shows what idle
+/// streams hold rather than the snapshots of many opening at once.
 pub(crate) const LISTEN_PARALLEL: usize = 200;
 
 pub(crate) async fn idle_listeners(
@@ -46,7 +48,12 @@ pub(crate) async fn idle_listeners(
     let t0 = Instant::now();
     let done = Arc::new(AtomicUsize::new(0));
     let ticker = Ticker::start("listeners".into(), done.clone(), l);
-    let gate = Arc::new(tokio::sync::Semaphore::new(LISTEN_PARALLEL));
+    let parallel = if k == 0 {
+        LISTEN_PARALLEL
+    } else {
+        (LISTEN_PARALLEL / k).max(1)
+    };
+    let gate = Arc::new(tokio::sync::Semaphore::new(parallel));
     let mut set = JoinSet::new();
     for _ in 0..l {
         let (http, gate, done) = (env.http.clone(), gate.clone(), done.clone());
@@ -61,6 +68,11 @@ pub(crate) async fn idle_listeners(
                     acked.len(),
                     tasks.len()
                 );
+            }
+            // Read each task's snapshot, as a client does: the stream is then idle, not
+            // holding snapshots it could not send.
+            for _ in 0..tasks.len() {
+                next_event(&mut sse).await?;
             }
             done.fetch_add(1, Ordering::Relaxed);
             Ok::<_, anyhow::Error>(sse)
@@ -106,7 +118,7 @@ pub(crate) async fn idle_listeners(
         )
     };
     let text = vec![format!(
-        "idle listeners: {l} subscriptions/listen streams held (each acknowledged){naming}, opened {LISTEN_PARALLEL} at a time in {open_secs:.1} s: gateway VmRSS {:.1} -> {:.1} MiB = {per:.0} bytes per listener (after closing them: {:.1} MiB); Redis used_memory {:+.0} bytes per listener",
+        "idle listeners: {l} subscriptions/listen streams held (each acknowledged){naming}, opened {parallel} at a time in {open_secs:.1} s: gateway VmRSS {:.1} -> {:.1} MiB = {per:.0} bytes per listener (after closing them: {:.1} MiB); Redis used_memory {:+.0} bytes per listener",
         before as f64 / 1048576.0,
         after as f64 / 1048576.0,
         closed as f64 / 1048576.0,
@@ -116,6 +128,7 @@ pub(crate) async fn idle_listeners(
         json!({
             "listeners": l,
             "tasks_per_listener": k,
+            "opened_at_once": parallel,
             "open_seconds": open_secs,
             "gateway_rss_before_bytes": before,
             "gateway_rss_after_bytes": after,
