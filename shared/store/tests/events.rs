@@ -1,65 +1,15 @@
 //! The event hub against a real, private redis-server.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use mcp_tasks_store::Store;
 use mcp_tasks_store::events::{EventHub, TaskEvent};
 use tokio_util::sync::CancellationToken;
 
-struct Redis {
-    child: Child,
-    port: u16,
-}
+mod common;
 
-impl Redis {
-    fn start() -> Redis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(
-            std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into()),
-        )
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("redis-server must be installed");
-        let redis = Redis { child, port };
-        for _ in 0..500 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return redis;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!("redis-server did not start");
-    }
-
-    fn publish(&self, channel: &str, payload: &str) {
-        let out = Command::new("redis-cli")
-            .args(["-p", &self.port.to_string(), "PUBLISH", channel, payload])
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::Redis;
 
 /// A watcher that reads nothing while more events arrive than it can buffer is told to
 /// re-read, even though no event follows the last one (T-50: the terminal state is never
@@ -67,9 +17,7 @@ impl Drop for Redis {
 #[tokio::test]
 async fn a_watcher_that_falls_behind_is_told_to_resync() {
     let redis = Redis::start();
-    let store = Store::connect(&format!("redis://127.0.0.1:{}", redis.port))
-        .await
-        .unwrap();
+    let store = Store::connect(&redis.url()).await.unwrap();
     let stop = CancellationToken::new();
     let hub = EventHub::start(&store, stop.clone());
     let mut watch = hub.watch("tsk_lag").await.unwrap();
@@ -110,9 +58,7 @@ async fn a_watcher_that_falls_behind_is_told_to_resync() {
 #[tokio::test]
 async fn events_after_watch_arrive_in_order() {
     let redis = Redis::start();
-    let store = Store::connect(&format!("redis://127.0.0.1:{}", redis.port))
-        .await
-        .unwrap();
+    let store = Store::connect(&redis.url()).await.unwrap();
     let stop = CancellationToken::new();
     let hub = EventHub::start(&store, stop.clone());
     let mut watch = hub.watch("tsk_a").await.unwrap();
@@ -150,9 +96,7 @@ impl Redis {
 #[tokio::test]
 async fn abandoned_and_dropped_watches_leave_no_subscription() {
     let redis = Redis::start();
-    let store = Store::connect(&format!("redis://127.0.0.1:{}", redis.port))
-        .await
-        .unwrap();
+    let store = Store::connect(&redis.url()).await.unwrap();
     let stop = CancellationToken::new();
     let hub = EventHub::start(&store, stop.clone());
     let kept = hub.watch("tsk_kept").await.unwrap();
@@ -214,9 +158,7 @@ impl Redis {
 #[tokio::test]
 async fn one_watch_carries_many_tasks() {
     let redis = Redis::start();
-    let store = Store::connect(&format!("redis://127.0.0.1:{}", redis.port))
-        .await
-        .unwrap();
+    let store = Store::connect(&redis.url()).await.unwrap();
     let stop = CancellationToken::new();
     let hub = EventHub::start(&store, stop.clone());
     let ids: Vec<String> = ["tsk_m1", "tsk_m2", "tsk_m3"].map(String::from).into();
