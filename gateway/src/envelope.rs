@@ -9,8 +9,8 @@ use mcp_tasks_protocol::legacy::InitializeParams;
 use mcp_tasks_protocol::meta::{CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY, TRACEPARENT_KEY};
 use mcp_tasks_protocol::method::Method;
 use mcp_tasks_protocol::params::{
-    self, CallToolParams, CancelTaskParams, GetTaskParams, ListToolsParams, ListenParams, META,
-    Member, UpdateTaskParams,
+    self, CallToolParams, CancelTaskParams, GetPromptParams, GetTaskParams, ListPageParams,
+    ListToolsParams, ListenParams, META, Member, ReadResourceParams, UpdateTaskParams,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -81,6 +81,12 @@ pub(crate) enum Params {
     CancelTask(CancelTaskParams),
     /// `subscriptions/listen`.
     Listen(ListenParams),
+    /// `prompts/list`, `resources/list` or `resources/templates/list` (which: the method).
+    ListPage(ListPageParams),
+    /// `prompts/get`.
+    GetPrompt(GetPromptParams),
+    /// `resources/read`.
+    ReadResource(ReadResourceParams),
 }
 
 /// A method's typed params from the params object (without `_meta`), for either era.
@@ -102,6 +108,11 @@ impl Params {
             Method::TasksUpdate => Params::UpdateTask(typed(raw)?),
             Method::TasksCancel => Params::CancelTask(typed(raw)?),
             Method::SubscriptionsListen => Params::Listen(typed(raw)?),
+            Method::PromptsList | Method::ResourcesList | Method::ResourcesTemplatesList => {
+                Params::ListPage(typed(raw)?)
+            }
+            Method::PromptsGet => Params::GetPrompt(typed(raw)?),
+            Method::ResourcesRead => Params::ReadResource(typed(raw)?),
             other => return Err(DispatchError::MethodNotFound(other.as_str().to_owned())),
         })
     }
@@ -110,6 +121,8 @@ impl Params {
     fn routing_name(&self) -> Option<(&'static str, &Member<String>)> {
         match self {
             Params::CallTool(p) => Some(("name", &p.name)),
+            Params::GetPrompt(p) => Some(("name", &p.name)),
+            Params::ReadResource(p) => Some(("uri", &p.uri)),
             Params::GetTask(GetTaskParams { task_id })
             | Params::UpdateTask(UpdateTaskParams { task_id, .. })
             | Params::CancelTask(CancelTaskParams { task_id }) => Some(("taskId", task_id)),

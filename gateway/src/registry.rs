@@ -1,10 +1,12 @@
 //! The live tool list: advertisements from `mcpt:tools`, cached for a second so a
-//! `tools/call` costs no extra Redis round trip.
+//! `tools/call` costs no extra Redis round trip; and the same for the upstreams whose
+//! prompts and resources workers serve (`mcpt:upstreams`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mcp_tasks_protocol::time::now_millis;
+use mcp_tasks_store::forward::UpstreamAdvert;
 use mcp_tasks_store::registry::{ADVERT_STALE_MS, ToolAdvert};
 use mcp_tasks_store::{Store, StoreResult};
 use tokio::sync::RwLock;
@@ -14,6 +16,7 @@ const CACHE_FOR: Duration = Duration::from_secs(1);
 pub(crate) struct Registry {
     store: Store,
     cache: RwLock<Option<(Instant, Arc<Vec<ToolAdvert>>)>>,
+    upstreams: RwLock<Option<(Instant, Arc<Vec<UpstreamAdvert>>)>>,
 }
 
 impl Registry {
@@ -21,6 +24,7 @@ impl Registry {
         Registry {
             store,
             cache: RwLock::new(None),
+            upstreams: RwLock::new(None),
         }
     }
 
@@ -63,6 +67,27 @@ impl Registry {
         });
         let live = Arc::new(live);
         *self.cache.write().await = Some((Instant::now(), live.clone()));
+        Ok(live)
+    }
+
+    /// Live upstreams serving prompts or resources, in page order (rank, then name).
+    pub(crate) async fn upstreams(&self) -> StoreResult<Arc<Vec<UpstreamAdvert>>> {
+        if let Some((at, ups)) = self.upstreams.read().await.as_ref()
+            && at.elapsed() < CACHE_FOR
+        {
+            return Ok(ups.clone());
+        }
+        let now = now_millis();
+        let mut live: Vec<UpstreamAdvert> = self
+            .store
+            .upstream_adverts()
+            .await?
+            .into_iter()
+            .filter(|a| now - a.heartbeat_ms < ADVERT_STALE_MS)
+            .collect();
+        live.sort_by(|a, b| a.rank.cmp(&b.rank).then_with(|| a.name.cmp(&b.name)));
+        let live = Arc::new(live);
+        *self.upstreams.write().await = Some((Instant::now(), live.clone()));
         Ok(live)
     }
 }

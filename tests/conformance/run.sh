@@ -8,8 +8,10 @@
 # Scenarios: the ten tasks-* extension scenarios (run WITHOUT --spec-version: that flag makes
 # the suite skip extension scenarios) and six base scenarios run at --spec-version 2026-07-28.
 # Verdict is taken per check from each scenario's checks.json, not from the suite's exit
-# status: every FAILURE fails the run, except the caching checks for prompts/resources, which
-# this server does not serve (it answers -32601 there). WARNING/INFO/SKIPPED never fail.
+# status: every FAILURE fails the run; WARNING/INFO/SKIPPED never fail. The caching scenario
+# checks prompts/list, resources/list, resources/templates/list and resources/read too: the
+# server must have a worker fronting an upstream with prompts = true and resources = true
+# (the e2e test official_conformance_suite_passes starts one before it runs this).
 #
 # Environment:
 #   CONFORMANCE_JOBS        scenarios run at once (default 6)

@@ -208,11 +208,12 @@ impl Client {
     }
 
     /// A well-formed request: standard headers, `_meta` with `caps`, `Mcp-Name` derived
-    /// from `params.name` / `params.taskId` where the method needs one.
+    /// from `params.name` / `params.uri` / `params.taskId` where the method needs one.
     pub async fn request(&self, method: &str, mut params: Value, caps: &Value) -> Result<Reply> {
         params["_meta"] = meta(caps);
         let name = match method {
-            "tools/call" => params["name"].as_str().map(str::to_owned),
+            "tools/call" | "prompts/get" => params["name"].as_str().map(str::to_owned),
+            "resources/read" => params["uri"].as_str().map(str::to_owned),
             "tasks/get" | "tasks/update" | "tasks/cancel" => {
                 params["taskId"].as_str().map(str::to_owned)
             }

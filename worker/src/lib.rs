@@ -4,7 +4,8 @@
 //!   (see `examples/custom_tool.rs` for a worker with its own tool in ~20 lines).
 //! - [`tools`]: the built-in packs (`demo`, `conformance`).
 //! - [`run`]: advertise the tools, then read and run jobs until shutdown;
-//!   [`run_with_admin`] also serves `/healthz`, `/readyz` and `/metrics` (`admin.rs`).
+//!   [`run_with_admin`] also serves `/healthz`, `/readyz` and `/metrics` (`admin.rs`);
+//!   [`run_serving`] also answers [`Provider`]s' forwarded requests (`forward.rs`).
 //!
 //! The job loop itself is in `runner/`; everything Redis is in `mcp_tasks_store`. The
 //! `MCPT_TOOLS_FILE` catalog and the `mcp-tasks-worker` binary are one floor up, in
@@ -15,6 +16,7 @@
 mod admin;
 mod claims;
 mod context;
+mod forward;
 mod runner;
 mod tool;
 pub mod tools;
@@ -33,8 +35,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use context::TaskContext;
+pub use forward::{Provider, ProviderFuture};
 pub use mcp_tasks_protocol::tasks::InputRequest;
 pub use mcp_tasks_protocol::tools::CallToolResult;
+pub use mcp_tasks_store::forward::UpstreamAdvert;
 pub use mcp_tasks_store::registry::{Needs, Policy};
 pub use tool::{Tool, ToolError, ToolFuture, ToolSpec};
 
@@ -94,6 +98,21 @@ pub async fn run_with_admin(
     admin: Option<tokio::net::TcpListener>,
     shutdown: CancellationToken,
 ) -> Result<(), WorkerError> {
+    run_serving(config, tools, Vec::new(), admin, shutdown).await
+}
+
+/// [`run_with_admin`], also advertising `providers` (upstream prompts and resources) and
+/// answering the requests gateways forward to them.
+///
+/// # Errors
+/// Redis unreachable at start, or an invalid tool set.
+pub async fn run_serving(
+    config: WorkerConfig,
+    tools: Vec<Arc<dyn Tool>>,
+    providers: Vec<Arc<dyn Provider>>,
+    admin: Option<tokio::net::TcpListener>,
+    shutdown: CancellationToken,
+) -> Result<(), WorkerError> {
     let store = Store::connect_sharded(&config.redis_url, config.queue_shards)
         .await?
         .with_replication(config.replication)?;
@@ -138,6 +157,12 @@ pub async fn run_with_admin(
             )));
         }
     }
+    let mut upstreams: Vec<UpstreamAdvert> = providers.iter().map(|p| p.advert()).collect();
+    for u in &mut upstreams {
+        u.heartbeat_ms = now_millis();
+    }
+    // Before the tools: a gateway that lists the tools also finds the prompts and resources.
+    store.advertise_upstreams(&upstreams).await?;
     store.advertise(&adverts).await?;
 
     let hub_stop = CancellationToken::new();
@@ -171,7 +196,22 @@ pub async fn run_with_admin(
         max_input_requests: config.max_input_requests,
     });
 
-    let heartbeat = tokio::spawn(heartbeat(store.clone(), adverts, shutdown.clone()));
+    let heartbeat = tokio::spawn(heartbeat(
+        store.clone(),
+        adverts,
+        upstreams,
+        shutdown.clone(),
+    ));
+    let forwarding = TaskTracker::new();
+    for provider in providers {
+        forwarding.spawn(forward::serve(
+            store.clone(),
+            provider,
+            shutdown.clone(),
+            forwarding.clone(),
+        ));
+    }
+    forwarding.close();
     let renewing = CancellationToken::new();
     let renewer = tokio::spawn(runner.clone().renew_loop(renewing.clone()));
     runner.clone().read_loop(shutdown).await;
@@ -200,12 +240,19 @@ pub async fn run_with_admin(
             "jobs still running after the grace period were handed back to their queue (for another worker, or this one after a restart)"
         );
     }
+    // Forwarded requests are short (their gateways wait seconds): the grace covers them.
+    let _ = tokio::time::timeout(config.shutdown_grace, forwarding.wait()).await;
     hub_stop.cancel();
     tracing::info!("worker stopped");
     Ok(())
 }
 
-async fn heartbeat(store: Store, mut adverts: Vec<ToolAdvert>, shutdown: CancellationToken) {
+async fn heartbeat(
+    store: Store,
+    mut adverts: Vec<ToolAdvert>,
+    mut upstreams: Vec<UpstreamAdvert>,
+    shutdown: CancellationToken,
+) {
     let mut tick = tokio::time::interval(Duration::from_millis(HEARTBEAT_INTERVAL_MS));
     tick.tick().await;
     loop {
@@ -216,6 +263,12 @@ async fn heartbeat(store: Store, mut adverts: Vec<ToolAdvert>, shutdown: Cancell
         let now = now_millis();
         for a in &mut adverts {
             a.heartbeat_ms = now;
+        }
+        for u in &mut upstreams {
+            u.heartbeat_ms = now;
+        }
+        if let Err(e) = store.advertise_upstreams(&upstreams).await {
+            tracing::warn!(error = %e, "cannot renew upstream advertisements");
         }
         if let Err(e) = store.advertise(&adverts).await {
             tracing::warn!(error = %e, "cannot renew tool advertisements");

@@ -8,18 +8,29 @@ use serde_json::json;
 
 use crate::envelope::Request;
 use crate::error::DispatchError;
+use crate::handlers::forward;
 use crate::reply::Reply;
+use crate::state::State;
 
 /// Seconds a client may cache the discover result.
 const DISCOVER_TTL_MS: u64 = 60_000;
 
-pub(crate) fn discover(req: &Request) -> Result<Reply, DispatchError> {
+pub(crate) async fn discover(state: &State, req: &Request) -> Result<Reply, DispatchError> {
+    let mut capabilities = json!({ "tools": {}, "extensions": { TASKS_EXTENSION: {} } });
+    // While a live worker serves an upstream's prompts or resources.
+    let (prompts, resources) = forward::offered(state).await?;
+    if prompts {
+        capabilities["prompts"] = json!({ "listChanged": false });
+    }
+    if resources {
+        capabilities["resources"] = json!({ "subscribe": false, "listChanged": false });
+    }
     let result = DiscoverResult {
         result_type: "complete",
         supported_versions: vec![PROTOCOL_VERSION],
         // Exactly `{}` for the extension: the reference client only speaks tasks to an
         // empty object (T-01).
-        capabilities: json!({ "tools": {}, "extensions": { TASKS_EXTENSION: {} } }),
+        capabilities,
         instructions: Some(
             "Long-running tools answer with a task handle when you declare the io.modelcontextprotocol/tasks extension; follow it with tasks/get or subscriptions/listen.",
         ),

@@ -2,6 +2,7 @@
 //! [`Request`] and its method's typed params (`envelope::Params`).
 
 pub(crate) mod discover;
+pub(crate) mod forward;
 pub(crate) mod listen;
 pub(crate) mod tasks;
 pub(crate) mod tools;

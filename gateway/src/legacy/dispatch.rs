@@ -9,7 +9,7 @@ use mcp_tasks_protocol::jsonrpc::{self, Id};
 use mcp_tasks_protocol::legacy::{CallToolParams, ListTasksParams, TaskParams};
 use mcp_tasks_protocol::meta::{CLIENT_CAPABILITIES_KEY, server_meta};
 use mcp_tasks_protocol::method::Method;
-use mcp_tasks_protocol::params::{ListToolsParams, META};
+use mcp_tasks_protocol::params::{ListPageParams, ListToolsParams, META};
 use mcp_tasks_store::registry::Policy;
 use serde_json::{Map, Value, json};
 use tracing::Instrument as _;
@@ -18,6 +18,7 @@ use super::session::Session;
 use super::{call, tasks};
 use crate::envelope::{Request, typed};
 use crate::error::{DispatchError, Era};
+use crate::handlers::forward;
 use crate::reply::{self, Reply, ResBody};
 use crate::state::State;
 
@@ -54,6 +55,12 @@ pub(super) async fn request(
 fn serves(method: Method, tasks_api: bool) -> bool {
     match method {
         Method::Ping | Method::ToolsList | Method::ToolsCall => true,
+        // -32601 by the handler while no upstream offers them.
+        Method::PromptsList
+        | Method::PromptsGet
+        | Method::ResourcesList
+        | Method::ResourcesTemplatesList
+        | Method::ResourcesRead => true,
         Method::TasksGet | Method::TasksResult | Method::TasksList | Method::TasksCancel => {
             tasks_api
         }
@@ -101,8 +108,24 @@ async fn dispatch(
             tasks::list(state, session, &req, &params).await
         }
         Method::TasksCancel => tasks::cancel(state, &req, &typed::<TaskParams>(params)?).await,
+        Method::PromptsList | Method::ResourcesList | Method::ResourcesTemplatesList => {
+            let params: ListPageParams = typed(params)?;
+            let page = forward::list(state, method, &params.cursor).await?;
+            Ok(with_meta(&req, page))
+        }
+        Method::PromptsGet => Ok(with_meta(
+            &req,
+            forward::get_prompt(state, typed(params)?).await?,
+        )),
+        Method::ResourcesRead => Ok(with_meta(&req, forward::read(state, typed(params)?).await?)),
         other => Err(DispatchError::MethodNotFound(other.as_str().to_owned())),
     }
+}
+
+/// A forwarded result in 2025 shape: the upstream's, with our `_meta`.
+fn with_meta(req: &Request, mut result: Map<String, Value>) -> Reply {
+    result.insert(META.to_owned(), server_meta());
+    Reply::Json(jsonrpc::result_bytes(&req.id, &result))
 }
 
 /// `tools/list` in 2025 shape; on 2025-11-25 each tool says whether it runs as a task.

@@ -21,6 +21,16 @@ pub enum Method {
     TasksCancel,
     /// `subscriptions/listen` (2026-07-28).
     SubscriptionsListen,
+    /// `prompts/list` (served when an upstream offers prompts).
+    PromptsList,
+    /// `prompts/get`.
+    PromptsGet,
+    /// `resources/list` (served when an upstream offers resources).
+    ResourcesList,
+    /// `resources/templates/list`.
+    ResourcesTemplatesList,
+    /// `resources/read`.
+    ResourcesRead,
     /// `initialize` (2025: the start of a session).
     Initialize,
     /// `ping` (2025).
@@ -35,7 +45,7 @@ pub enum Method {
 
 impl Method {
     /// Every method, in the order above.
-    pub const ALL: [Method; 12] = [
+    pub const ALL: [Method; 17] = [
         Method::ServerDiscover,
         Method::ToolsList,
         Method::ToolsCall,
@@ -43,6 +53,11 @@ impl Method {
         Method::TasksUpdate,
         Method::TasksCancel,
         Method::SubscriptionsListen,
+        Method::PromptsList,
+        Method::PromptsGet,
+        Method::ResourcesList,
+        Method::ResourcesTemplatesList,
+        Method::ResourcesRead,
         Method::Initialize,
         Method::Ping,
         Method::TasksResult,
@@ -51,7 +66,8 @@ impl Method {
     ];
 
     /// The methods of revision 2026-07-28; anything else is -32601 there (B-23, T-39).
-    pub const REVISION_2026: [Method; 7] = [
+    /// The prompts and resources methods are -32601 too while no upstream offers them.
+    pub const REVISION_2026: [Method; 12] = [
         Method::ServerDiscover,
         Method::ToolsList,
         Method::ToolsCall,
@@ -59,6 +75,11 @@ impl Method {
         Method::TasksUpdate,
         Method::TasksCancel,
         Method::SubscriptionsListen,
+        Method::PromptsList,
+        Method::PromptsGet,
+        Method::ResourcesList,
+        Method::ResourcesTemplatesList,
+        Method::ResourcesRead,
     ];
 
     /// The method's name on the wire.
@@ -71,6 +92,11 @@ impl Method {
             Method::TasksUpdate => "tasks/update",
             Method::TasksCancel => "tasks/cancel",
             Method::SubscriptionsListen => "subscriptions/listen",
+            Method::PromptsList => "prompts/list",
+            Method::PromptsGet => "prompts/get",
+            Method::ResourcesList => "resources/list",
+            Method::ResourcesTemplatesList => "resources/templates/list",
+            Method::ResourcesRead => "resources/read",
             Method::Initialize => "initialize",
             Method::Ping => "ping",
             Method::TasksResult => "tasks/result",

@@ -106,6 +106,36 @@ pub struct ListToolsParams {
     pub cursor: Member<String>,
 }
 
+/// `prompts/list`, `resources/list` and `resources/templates/list` params: a page.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListPageParams {
+    /// The `nextCursor` of the page before, opaque; absent for the first page.
+    #[serde(default)]
+    pub cursor: Member<String>,
+}
+
+/// `prompts/get` params.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GetPromptParams {
+    /// The prompt's name, as `prompts/list` gave it.
+    #[serde(default)]
+    pub name: Member<String>,
+    /// Values of the prompt's arguments, by name.
+    #[serde(default)]
+    pub arguments: Member<Map<String, Value>>,
+}
+
+/// `resources/read` params.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadResourceParams {
+    /// The resource's URI.
+    #[serde(default)]
+    pub uri: Member<String>,
+}
+
 /// `tools/call` params (§8.3; tasks-extension.md §7 for `inputResponses`).
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -55,6 +55,25 @@ pub struct ListToolsResult<'a> {
     pub meta: Value,
 }
 
+/// A result of `prompts/list`, `prompts/get`, `resources/list`, `resources/templates/list`
+/// or `resources/read` as an upstream gave it, made a 2026-07-28 result (§15).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForwardedResult {
+    /// Always `"complete"`.
+    pub result_type: &'static str,
+    /// The upstream's members (`prompts`, `contents`, `nextCursor`…), without its `_meta`.
+    #[serde(flatten)]
+    pub result: Map<String, Value>,
+    /// Cache freshness in ms.
+    pub ttl_ms: u64,
+    /// Cache scope.
+    pub cache_scope: CacheScope,
+    /// `serverInfo`.
+    #[serde(rename = "_meta")]
+    pub meta: Value,
+}
+
 /// `InputRequiredResult` of an MRTR round (§9, B-32): the requests still unanswered.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -93,6 +93,20 @@ pub fn listed_key(scope: &str) -> String {
     format!("mcpt:listed:{{{scope}}}")
 }
 
+/// `mcpt:forward:{NAME}` — list of requests (`prompts/*`, `resources/*`) for the workers
+/// holding sessions with the upstream `NAME`; gateways push, one of those workers pops.
+pub fn forward_key(upstream: &str) -> String {
+    format!("mcpt:forward:{{{upstream}}}")
+}
+
+/// `mcpt:forwarded:{ID}` — the one-item list a forwarded request's answer is pushed to.
+pub fn forwarded_key(request_id: &str) -> String {
+    format!("mcpt:forwarded:{{{request_id}}}")
+}
+
+/// `mcpt:upstreams` — hash of upstream advertisements (entry name → JSON): which
+/// upstreams serve prompts and resources, written by live workers.
+pub const UPSTREAMS_KEY: &str = "mcpt:upstreams";
 /// `mcpt:tools` — hash of tool advertisements (tool name → JSON), written by live workers.
 pub const TOOLS_KEY: &str = "mcpt:tools";
 /// `mcpt:queues` — set of every queue a worker has served (added by its start), so

@@ -7,6 +7,9 @@
 //! | `mcpt:events:{ID}` | channel | the whole task hash as a flat JSON array, after each change | scripts | — |
 //! | `mcpt:tools` | hash | tool name → [`registry::ToolAdvert`] JSON | workers' heartbeats | stale after 15 s |
 //! | `mcpt:queues` | set | every queue name a worker has served | worker start | — |
+//! | `mcpt:upstreams` | hash | `[[upstream]]` name → [`forward::UpstreamAdvert`] JSON (prompts, resources) | workers' heartbeats | stale after 15 s |
+//! | `mcpt:forward:{NAME}` | list | [`forward::Forwarded`] requests for an upstream's workers | gateways (`LPUSH`) | a minute past the last push |
+//! | `mcpt:forwarded:{ID}` | list | the one [`forward::ForwardReply`] to a forwarded request | a worker | a minute |
 //!
 //! In Redis Cluster (`MCPT_REDIS_URL` naming several nodes, see [`RedisTarget`])
 //! a task's hash and channel and its queue's stream carry the tag of the task's shard
@@ -22,7 +25,7 @@
 //! One module per concern, each an `impl Store` block: `tasks` (create, read, answer,
 //! cancel), `jobs` (what workers do to the tasks they run), `sessions` (2025 sessions),
 //! `listeners` (open-stream slots), `queues` (depth, consumers), [`registry`] (tool
-//! adverts), [`events`] (pub/sub fan-out), `reader` (blocking job reads); [`keys`] spells
+//! adverts), [`forward`] (upstream prompts and resources, asked through a worker), [`events`] (pub/sub fan-out), `reader` (blocking job reads); [`keys`] spells
 //! every key, `scripts` loads every Lua script and `replies` reads their answers into types,
 //! `target` reads `MCPT_REDIS_URL`.
 
@@ -32,6 +35,7 @@
 #![allow(clippy::disallowed_methods)]
 
 pub mod events;
+pub mod forward;
 mod jobs;
 pub mod keys;
 mod listeners;

@@ -83,14 +83,32 @@ async fn official_typescript_client_drives_every_flow() {
     ctx.cleanup().await;
 }
 
-/// The official conformance suite: all `tasks-*` scenarios and the base protocol scenarios.
+/// The official conformance suite: all `tasks-*` scenarios and the base protocol scenarios,
+/// against a worker that also fronts server-everything with `prompts = true` and
+/// `resources = true`, so the caching scenario checks those lists and a read too.
 #[tokio::test]
 async fn official_conformance_suite_passes() {
     require(
         "tests/conformance/node_modules/@modelcontextprotocol/conformance",
         "npm ci --prefix tests/conformance",
     );
-    let ctx = TestContext::start(1, 1).await.expect("start");
+    let everything =
+        "tests/upstream/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
+    require(everything, "npm ci --prefix tests/upstream");
+    let catalog = mcp_tasks_tests::write_catalog(&format!(
+        "[[upstream]]\nname = \"everything\"\ncommand = [\"node\", {:?}, \"stdio\"]\nprompts = true\nresources = true\n",
+        mcp_tasks_tests::repo_root().join(everything).display().to_string()
+    ))
+    .expect("catalog");
+    let mut ctx = TestContext::start(1, 0).await.expect("start");
+    ctx.workers.push(
+        mcp_tasks_tests::Worker::start(
+            &ctx.redis.url(),
+            &[("MCPT_TOOLS_FILE", catalog.path().display().to_string())],
+        )
+        .expect("worker"),
+    );
+    ctx.wait_for_tools().await.expect("tools listed");
     let url = ctx.gateways[0].url();
     let (ok, out) = run_script(
         "bash",

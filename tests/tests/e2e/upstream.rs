@@ -3,7 +3,8 @@
 //! `npm ci --prefix tests/upstream`. Results come back as task results, upstream progress
 //! as status messages, an upstream task's elicitation as our `inputRequests`, and our
 //! cancel reaches the upstream as `notifications/cancelled`; a catalog with a mistake
-//! is refused at start.
+//! is refused at start. With `prompts = true` and `resources = true` its prompts and
+//! resources are served by every gateway, in both protocol eras.
 //!
 //! Each test writes its catalog to a temp file and starts its own Redis, gateway and worker.
 
@@ -512,6 +513,10 @@ async fn upstream_mistakes_are_refused_at_start() -> Result<()> {
             "[[upstream]] #1 (\"everything\"): field tools: the upstream has no tool \"nope\" (it has: ",
         ),
         (
+            format!("[[upstream]]\nname = \"one\"\n{command}\nresources = true\n\n[[upstream]]\nname = \"two\"\n{command}\nresources = true\nprefix = \"two_\"\n"),
+            "[[upstream]] #2 (\"two\"): field resources: the upstream's resource \"demo://resource/static/document/",
+        ),
+        (
             "[[upstream]]\nname = \"gone\"\ncommand = [\"sh\", \"-c\", \"echo broken >&2; exit 1\"]\ntools = [\"*\"]\n".to_owned(),
             "[[upstream]] #1 (\"gone\"): field command: cannot start the upstream: initialize failed: connection closed: the process exited (exit status: 1): broken",
         ),
@@ -520,4 +525,277 @@ async fn upstream_mistakes_are_refused_at_start() -> Result<()> {
         assert_catalog_refused(&text, want)?;
     }
     Ok(())
+}
+
+/// The error object of a reply, failing when it has a result.
+fn error_of(r: &mcp_tasks_tests::Reply) -> Result<Value> {
+    r.body
+        .get("error")
+        .cloned()
+        .with_context(|| format!("expected an error, got {}", r.body))
+}
+
+/// The result of a reply, failing on an error.
+fn result_of(r: &mcp_tasks_tests::Reply) -> Result<Value> {
+    r.body
+        .get("result")
+        .cloned()
+        .with_context(|| format!("expected a result, got {}", r.body))
+}
+
+/// A 2026-07-28 list or read result carries the caching hints (SEP-2549).
+fn assert_cacheable(method: &str, result: &Value) {
+    assert_eq!(result["resultType"], "complete", "{method}: {result}");
+    assert!(result["ttlMs"].is_u64(), "{method}: ttlMs {result}");
+    assert!(
+        matches!(result["cacheScope"].as_str(), Some("public" | "private")),
+        "{method}: cacheScope {result}"
+    );
+}
+
+/// `prompts = true` and `resources = true`: discover advertises both; prompts are listed
+/// under the entry's prefix and got with their arguments; resources and templates are
+/// listed, a text and a binary (blob) resource read; an unknown prompt, an unknown URI, a
+/// bad argument and a bad cursor are -32602 saying what was wrong. A second gateway, which
+/// never saw the worker, answers the same; and a 2025-11-25 session is offered both too.
+#[tokio::test(flavor = "multi_thread")]
+async fn upstream_prompts_and_resources_are_served_by_any_gateway() -> Result<()> {
+    let s = start(
+        &format!(
+            "[[upstream]]\nname = \"everything\"\n{}\ntools = [\"get-sum\"]\nprefix = \"ev_\"\nprompts = true\nresources = true\n",
+            everything_command()?
+        ),
+        "ev_get-sum",
+    )
+    .await?;
+    let other = mcp_tasks_tests::Gateway::start(&s.redis.url(), &[])?;
+    let none = mcp_tasks_tests::caps_none();
+    for client in [&s.client, &other.client()] {
+        let d = result_of(&client.request("server/discover", json!({}), &none).await?)?;
+        assert!(d["capabilities"]["prompts"].is_object(), "{d}");
+        assert!(d["capabilities"]["resources"].is_object(), "{d}");
+
+        let prompts = result_of(&client.request("prompts/list", json!({}), &none).await?)?;
+        assert_cacheable("prompts/list", &prompts);
+        let names: Vec<&str> = prompts["prompts"]
+            .as_array()
+            .context("prompts")?
+            .iter()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert!(names.contains(&"ev_simple-prompt"), "{names:?}");
+        assert!(names.contains(&"ev_args-prompt"), "{names:?}");
+        let got = result_of(
+            &client
+                .request(
+                    "prompts/get",
+                    json!({"name": "ev_args-prompt", "arguments": {"city": "Paris", "state": "TX"}}),
+                    &none,
+                )
+                .await?,
+        )?;
+        assert_eq!(
+            got["messages"][0]["content"]["text"], "What's weather in Paris, TX?",
+            "{got}"
+        );
+        assert_eq!(got["resultType"], "complete", "{got}");
+
+        let resources = result_of(&client.request("resources/list", json!({}), &none).await?)?;
+        assert_cacheable("resources/list", &resources);
+        let first = resources["resources"][0]["uri"]
+            .as_str()
+            .with_context(|| format!("no resource listed: {resources}"))?;
+        let read = result_of(
+            &client
+                .request("resources/read", json!({"uri": first}), &none)
+                .await?,
+        )?;
+        assert_cacheable("resources/read", &read);
+        assert_eq!(read["contents"][0]["uri"], first, "{read}");
+        let templates = result_of(
+            &client
+                .request("resources/templates/list", json!({}), &none)
+                .await?,
+        )?;
+        assert_cacheable("resources/templates/list", &templates);
+        assert!(
+            templates["resourceTemplates"]
+                .as_array()
+                .context("resourceTemplates")?
+                .iter()
+                .any(|t| t["uriTemplate"] == "demo://resource/dynamic/blob/{resourceId}"),
+            "{templates}"
+        );
+        let blob = result_of(
+            &client
+                .request(
+                    "resources/read",
+                    json!({"uri": "demo://resource/dynamic/blob/3"}),
+                    &none,
+                )
+                .await?,
+        )?;
+        let bytes = base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            blob["contents"][0]["blob"]
+                .as_str()
+                .with_context(|| format!("no blob: {blob}"))?,
+        )?;
+        assert!(
+            String::from_utf8(bytes)?.starts_with("Resource 3: This is a base64 blob"),
+            "{blob}"
+        );
+    }
+
+    let c = &s.client;
+    let e = error_of(
+        &c.request("prompts/get", json!({"name": "simple-prompt"}), &none)
+            .await?,
+    )?;
+    assert_eq!(e["code"], -32602, "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Unknown prompt: simple-prompt")),
+        "without the prefix it is no prompt of ours: {e}"
+    );
+    let e = error_of(
+        &c.request(
+            "prompts/get",
+            json!({"name": "ev_args-prompt", "arguments": {"city": 3}}),
+            &none,
+        )
+        .await?,
+    )?;
+    assert_eq!(e["code"], -32602, "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("params.arguments.city must be a string")),
+        "{e}"
+    );
+    let unknown = "test://nonexistent-resource-for-conformance-testing";
+    let e = error_of(
+        &c.request("resources/read", json!({"uri": unknown}), &none)
+            .await?,
+    )?;
+    assert_eq!(e["code"], -32602, "{e}");
+    assert_eq!(e["data"]["uri"], unknown, "{e}");
+    let e = error_of(
+        &c.request("prompts/list", json!({"cursor": "not-ours"}), &none)
+            .await?,
+    )?;
+    assert_eq!(e["code"], -32602, "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("invalid cursor")),
+        "{e}"
+    );
+
+    // A 2025-11-25 session is offered both, and gets the same prompts.
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw-2025", "version": "1"}}});
+    let base = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+    ];
+    let r = other
+        .client()
+        .post_raw(&base, serde_json::to_vec(&init)?)
+        .await?;
+    let caps = &r.body["result"]["capabilities"];
+    assert!(
+        caps["prompts"].is_object() && caps["resources"].is_object(),
+        "{}",
+        r.body
+    );
+    let sid = r
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .context("no Mcp-Session-Id")?
+        .to_owned();
+    let mut headers = base.to_vec();
+    headers.push(("mcp-session-id", sid.as_str()));
+    headers.push(("mcp-protocol-version", "2025-11-25"));
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "prompts/get",
+        "params": {"name": "ev_simple-prompt"}});
+    let r = c.post_raw(&headers, serde_json::to_vec(&body)?).await?;
+    assert_eq!(
+        r.body["result"]["messages"][0]["content"]["text"],
+        "This is a simple prompt without arguments.",
+        "{}",
+        r.body
+    );
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+        "params": {"uri": unknown}});
+    let r = c.post_raw(&headers, serde_json::to_vec(&body)?).await?;
+    assert_eq!(r.body["error"]["code"], -32602, "{}", r.body);
+    drop(other);
+    s.stop()
+}
+
+/// An entry with `prompts = true` only: resources stay unoffered (-32601). When its
+/// upstream process dies and cannot be started again, `prompts/get` is a -32603 naming the
+/// upstream and why, not a hang; the worker's other tools still run.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_upstream_is_a_clear_error() -> Result<()> {
+    let marker = TempFile::new("dead")?;
+    let mut s = start(
+        &format!(
+            "[[upstream]]\nname = \"dying\"\ncommand = [\"sh\", \"-c\", \"test -e \\\"$0\\\" && {{ echo the server is gone >&2; exit 1; }}; exec node \\\"$1\\\" stdio\", {:?}, {:?}]\nprompts = true\n",
+            marker.path().display().to_string(),
+            everything()?.display().to_string()
+        ),
+        "echo",
+    )
+    .await?;
+    let none = mcp_tasks_tests::caps_none();
+    let c = &s.client;
+    let d = result_of(&c.request("server/discover", json!({}), &none).await?)?;
+    assert!(d["capabilities"]["prompts"].is_object(), "{d}");
+    assert!(d["capabilities"].get("resources").is_none(), "{d}");
+    let r = c.request("resources/list", json!({}), &none).await?;
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert_eq!(error_of(&r)?["code"], -32601);
+    let got = c
+        .request("prompts/get", json!({"name": "simple-prompt"}), &none)
+        .await?;
+    result_of(&got)?;
+
+    // The upstream dies, and cannot come back.
+    std::fs::write(marker.path(), "")?;
+    let upstreams = children_of(s.worker.process.child().id());
+    assert_eq!(upstreams.len(), 1, "one upstream process: {upstreams:?}");
+    std::process::Command::new("kill")
+        .arg("-9")
+        .arg(upstreams[0].to_string())
+        .status()?;
+    poll_until(WITHIN, || async { (!alive(upstreams[0])).then_some(()) }).await?;
+    let e = poll_until(WITHIN, || async {
+        let r = c
+            .request("prompts/get", json!({"name": "simple-prompt"}), &none)
+            .await
+            .ok()?;
+        let e = r.body.get("error")?.clone();
+        // The first call may meet the dead session before the worker noticed.
+        e["message"].as_str()?.contains("cannot start").then_some(e)
+    })
+    .await?;
+    assert_eq!(e["code"], -32603, "{e}");
+    let m = e["message"].as_str().unwrap_or_default();
+    assert!(m.starts_with("upstream dying cannot start"), "{m}");
+    assert!(
+        m.contains("the server is gone"),
+        "the reason is passed on: {m}"
+    );
+    let r = c.call("echo", json!({"text": "still here"}), &none).await?;
+    assert!(
+        r.body["result"]["content"][0]["text"] == "still here",
+        "{}",
+        r.body
+    );
+    s.stop()
 }

@@ -135,29 +135,45 @@ pub struct Catalog {
 
 impl Catalog {
     /// Every tool of the catalog: the declared ones, then those of each upstream, which is
-    /// started, initialized and asked for its `tools/list` (`catalog/upstream.rs`). The
-    /// upstreams' sessions stay open for the calls.
+    /// started, initialized and asked for its `tools/list` (`catalog/upstream.rs`), and the
+    /// providers of the upstreams' prompts and resources. The upstreams' sessions stay open
+    /// for the calls.
     ///
     /// # Errors
     /// An upstream cannot be started or initialized, lacks a listed tool, or one of its
-    /// tools would take a name already in use; the message is one line, as for a mistake.
-    pub async fn connect(self) -> Result<Vec<Arc<dyn Tool>>, CatalogError> {
+    /// tools, prompts or resources would take a name or URI already in use; the message is
+    /// one line, as for a mistake.
+    pub async fn connect(self) -> Result<Connected, CatalogError> {
         let Catalog {
             mut tools,
             upstreams,
             label,
             mut taken,
         } = self;
+        let mut claims = upstream::Claims::default();
+        let mut providers = Vec::new();
         for up in upstreams {
             let place = up.place.clone();
-            let found = up.connect(&mut taken).await.map_err(|e| CatalogError {
-                file: label.clone(),
-                what: format!("{place}: field {}: {}", e.field, e.problem),
-            })?;
+            let (found, provider) =
+                up.connect(&mut taken, &mut claims)
+                    .await
+                    .map_err(|e| CatalogError {
+                        file: label.clone(),
+                        what: format!("{place}: field {}: {}", e.field, e.problem),
+                    })?;
             tools.extend(found);
+            providers.extend(provider);
         }
-        Ok(tools)
+        Ok(Connected { tools, providers })
     }
+}
+
+/// What a connected catalog serves.
+pub struct Connected {
+    /// Its tools.
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// The `[[upstream]]` entries serving prompts or resources.
+    pub providers: Vec<Arc<dyn mcp_tasks_worker::Provider>>,
 }
 
 /// The catalog at `path`; relative `cwd`s are taken from its folder.
@@ -231,9 +247,14 @@ pub fn parse(
             };
             let name = entry.get("name").and_then(toml::Value::as_str);
             if kind == "upstream" {
-                let up = upstream::entry(entry, base, config, place(name)).map_err(|e| {
-                    fail(format!("{}: field {}: {}", place(name), e.field, e.problem))
-                })?;
+                let up = upstream::entry(
+                    entry,
+                    base,
+                    config,
+                    place(name),
+                    u32::try_from(upstreams.len()).unwrap_or(u32::MAX),
+                )
+                .map_err(|e| fail(format!("{}: field {}: {}", place(name), e.field, e.problem)))?;
                 if upstreams
                     .iter()
                     .any(|u: &upstream::Upstream| u.name == up.name)

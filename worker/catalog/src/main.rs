@@ -34,8 +34,14 @@ fn main() -> ExitCode {
     };
     // [[upstream]] servers are started and listed before logging starts, so a failure is
     // still the only line on stderr.
-    let tools = match runtime.block_on(catalog.connect()) {
-        Ok(declared) => builtin.into_iter().chain(declared).collect::<Vec<_>>(),
+    let (tools, providers) = match runtime.block_on(catalog.connect()) {
+        Ok(connected) => (
+            builtin
+                .into_iter()
+                .chain(connected.tools)
+                .collect::<Vec<_>>(),
+            connected.providers,
+        ),
         Err(e) => {
             eprintln!("mcp-tasks-worker: {e}");
             return ExitCode::from(64);
@@ -61,7 +67,7 @@ fn main() -> ExitCode {
             }
             None => None,
         };
-        mcp_tasks_worker::run_with_admin(config, tools, admin, shutdown::on_signal())
+        mcp_tasks_worker::run_serving(config, tools, providers, admin, shutdown::on_signal())
             .await
             .map_err(|e| mcp_tasks_shared::error_chain(&e))
     });

@@ -8,7 +8,14 @@
 //! tools = ["get-sum", "trigger-long-running-operation"]   # or ["*"]
 //! prefix = "ev_"              # listed as ev_get-sum, ...
 //! timeout = "10m"             # per call, the upstream's own task included
+//! prompts = true              # serve its prompts (as ev_NAME) and
+//! resources = true            # its resources and templates through any gateway
 //! ```
+//!
+//! With `prompts` or `resources` on, `tools` may be left out (no tools then). The prompt
+//! names, resource URIs and templates listed at start are advertised so gateways can route
+//! `prompts/get` and `resources/read`; two entries claiming one is a mistake. How those
+//! requests reach the upstream is `upstream/provide.rs`.
 //!
 //! `url = "http://host/mcp"` instead of `command` reaches a Streamable HTTP server.
 //! `policy`, `queue`, `ttl` and `poll_interval` apply to every tool of the entry.
@@ -26,6 +33,7 @@
 //! cancellation) is `upstream/call.rs`; sessions and their pool are `upstream/session.rs`.
 
 mod call;
+mod provide;
 mod session;
 mod stdio;
 mod streamable;
@@ -44,12 +52,15 @@ use super::fields::{self, string_list};
 use super::{FieldError, bad, check_schema, directory, tool_spec};
 use mcp_tasks_worker::{CallToolResult, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
 
+pub(crate) use self::provide::Claims;
 use self::session::{Pool, Session};
+use mcp_tasks_worker::Provider;
+use mcp_tasks_worker::UpstreamAdvert;
 
 /// Time to start an upstream and finish `initialize` (npx may download the package first).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Time for one `tools/list` page at start.
-const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Members of an upstream tool listing passed on to our `tools/list` besides name,
 /// description and schema (not `execution`: how we run it is our policy's business).
 const PASSED_MEMBERS: [&str; 4] = ["title", "annotations", "outputSchema", "icons"];
@@ -84,6 +95,12 @@ pub(crate) struct Upstream {
     target: Target,
     select: Select,
     prefix: String,
+    /// `prompts = true`.
+    prompts: bool,
+    /// `resources = true`.
+    resources: bool,
+    /// Position among the catalog's entries.
+    rank: u32,
     /// Policy, queue, ttl and poll interval for every tool (name and schema replaced).
     template: ToolSpec,
     timeout: Option<(Duration, String)>,
@@ -102,6 +119,8 @@ struct UpstreamFields {
     #[serde(default, deserialize_with = "select")]
     tools: Option<Select>,
     prefix: Option<String>,
+    prompts: Option<bool>,
+    resources: Option<bool>,
 }
 
 /// `command`: a non-empty list of strings, the program first.
@@ -147,6 +166,7 @@ pub(super) fn entry(
     base: &Path,
     config: &WorkerConfig,
     place: String,
+    rank: u32,
 ) -> Result<Upstream, FieldError> {
     let (common, own) = fields::read::<UpstreamFields>(entry, &FROM_UPSTREAM)?;
     if let Some(field) = FROM_UPSTREAM.iter().find(|f| entry.contains_key(**f)) {
@@ -192,11 +212,17 @@ pub(super) fn entry(
             Target::Url(url)
         }
     };
-    let Some(select) = own.tools else {
-        return Err(bad(
-            "tools",
-            "missing (tools = [\"*\"] for all, or a list of tool names)",
-        ));
+    let (prompts, resources) = (own.prompts.unwrap_or(false), own.resources.unwrap_or(false));
+    let select = match own.tools {
+        Some(select) => select,
+        // Only prompts or resources wanted.
+        None if prompts || resources => Select::Names(Vec::new()),
+        None => {
+            return Err(bad(
+                "tools",
+                "missing (tools = [\"*\"] for all, or a list of tool names; or leave it out with prompts = true or resources = true)",
+            ));
+        }
     };
     let prefix = own.prefix.unwrap_or_default();
     if !prefix
@@ -214,6 +240,9 @@ pub(super) fn entry(
         target,
         select,
         prefix,
+        prompts,
+        resources,
+        rank,
         template,
         timeout,
     })
@@ -229,15 +258,18 @@ fn valid_name(name: &str) -> bool {
 
 impl Upstream {
     /// Start the upstream, read its tools and make ours; names in `taken` are refused
-    /// (and ours are added to it).
+    /// (and ours are added to it). With `prompts` or `resources`, also list those (their
+    /// names and URIs are claimed in `claims`) and return the provider serving them.
     ///
     /// # Errors
     /// The field and the problem: the upstream cannot be started or initialized, its
-    /// `tools/list` fails, a listed tool is missing or unusable, a name clashes.
+    /// `tools/list` (or prompts or resources list) fails, a listed tool is missing or
+    /// unusable, a name or URI clashes.
     pub(super) async fn connect(
         self,
         taken: &mut HashSet<String>,
-    ) -> Result<Vec<Arc<dyn Tool>>, FieldError> {
+        claims: &mut Claims,
+    ) -> Result<(Vec<Arc<dyn Tool>>, Option<Arc<dyn Provider>>), FieldError> {
         let field = match &self.target {
             Target::Command { .. } => "command",
             Target::Url(_) => "url",
@@ -245,13 +277,30 @@ impl Upstream {
         let session = Session::open(&self.target, START_TIMEOUT)
             .await
             .map_err(|e| bad(field, format!("cannot start the upstream: {e}")))?;
-        let listed = match list_tools(&session).await {
-            Ok(l) => l,
-            Err(e) => {
-                session.close().await;
-                return Err(bad(field, format!("tools/list failed: {e}")));
+        let listed = if matches!(&self.select, Select::Names(n) if n.is_empty()) {
+            Vec::new()
+        } else {
+            match list_tools(&session).await {
+                Ok(l) => l,
+                Err(e) => {
+                    session.close().await;
+                    return Err(bad(field, format!("tools/list failed: {e}")));
+                }
             }
         };
+        let served = match self.served(&session).await {
+            Ok(s) => s,
+            Err(e) => {
+                session.close().await;
+                return Err(bad(field, e));
+            }
+        };
+        if let Some(advert) = &served
+            && let Err((field, why)) = claims.claim(advert)
+        {
+            session.close().await;
+            return Err(bad(field, why));
+        }
         let chosen = match self.choose(&listed) {
             Ok(c) => c,
             Err(e) => {
@@ -261,6 +310,12 @@ impl Upstream {
         };
         let pool = Pool::new(self.target.clone(), START_TIMEOUT);
         pool.keep(session);
+        let provider = served.map(|advert| {
+            Arc::new(provide::UpstreamProvider {
+                advert,
+                pool: pool.clone(),
+            }) as Arc<dyn Provider>
+        });
         let timeout = self.timeout.map(Arc::new);
         let mut tools: Vec<Arc<dyn Tool>> = Vec::with_capacity(chosen.len());
         for (listing, task_required) in chosen {
@@ -302,7 +357,41 @@ impl Upstream {
                 }),
             }));
         }
-        Ok(tools)
+        Ok((tools, provider))
+    }
+
+    /// With `prompts` or `resources` on: the advert of what the upstream lists.
+    async fn served(&self, session: &Session) -> Result<Option<UpstreamAdvert>, String> {
+        if !self.prompts && !self.resources {
+            return Ok(None);
+        }
+        let mut advert = UpstreamAdvert {
+            name: self.name.clone(),
+            prefix: self.prefix.clone(),
+            prompts: self.prompts,
+            resources: self.resources,
+            prompt_names: Vec::new(),
+            resource_uris: Vec::new(),
+            resource_templates: Vec::new(),
+            rank: self.rank,
+            heartbeat_ms: 0,
+        };
+        if self.prompts {
+            advert.prompt_names =
+                provide::list_all(session, "prompts/list", "prompts", "name").await?;
+        }
+        if self.resources {
+            advert.resource_uris =
+                provide::list_all(session, "resources/list", "resources", "uri").await?;
+            advert.resource_templates = provide::list_all(
+                session,
+                "resources/templates/list",
+                "resourceTemplates",
+                "uriTemplate",
+            )
+            .await?;
+        }
+        Ok(Some(advert))
     }
 
     /// The selected listings, each with whether the upstream requires a task for it.

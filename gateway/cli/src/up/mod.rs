@@ -147,6 +147,8 @@ fn start_and_serve(setup: Setup, keep: Keep) -> Result<ExitCode, Failed> {
 struct Started {
     listener: tokio::net::TcpListener,
     tools: Vec<Arc<dyn mcp_tasks_worker::Tool>>,
+    /// The upstreams serving prompts or resources.
+    providers: Vec<Arc<dyn mcp_tasks_worker::Provider>>,
     redis: Option<PrivateRedis>,
 }
 
@@ -167,9 +169,10 @@ async fn start(
         .connect()
         .await
         .map_err(Failed::usage)?;
+    let providers = declared.providers;
     let tools = std::mem::take(&mut setup.builtin)
         .into_iter()
-        .chain(declared)
+        .chain(declared.tools)
         .collect();
     mcp_tasks_gateway::check_auth(&setup.gateway)
         .await
@@ -204,6 +207,7 @@ async fn start(
     Ok(Started {
         listener,
         tools,
+        providers,
         redis,
     })
 }
@@ -226,6 +230,7 @@ async fn serve(
     let Started {
         listener,
         tools,
+        providers,
         redis,
     } = started;
     let addr = listener
@@ -233,7 +238,13 @@ async fn serve(
         .map_err(|e| Failed::runtime(format!("cannot read the listen address: {e}")))?;
     let stop = signals.stop.clone();
     let redis_url = setup.worker.redis_url.clone();
-    let worker = tokio::spawn(mcp_tasks_worker::run(setup.worker, tools, stop.clone()));
+    let worker = tokio::spawn(mcp_tasks_worker::run_serving(
+        setup.worker,
+        tools,
+        providers,
+        None,
+        stop.clone(),
+    ));
     let gateway = tokio::spawn(mcp_tasks_gateway::run(
         setup.gateway,
         listener,

@@ -1,0 +1,226 @@
+//! An upstream's prompts and resources (`prompts = true`, `resources = true`), served for
+//! gateways: what is listed at start (prompt names, resource URIs and templates, which the
+//! gateways route by and which two entries may not share), and how a forwarded request is
+//! asked upstream ([`Provider`]). Lists, gets and reads pass through unchanged; prompt
+//! names are the gateway's to prefix.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR, METHOD_NOT_FOUND};
+use mcp_tasks_worker::UpstreamAdvert;
+use mcp_tasks_worker::{Provider, ProviderFuture};
+use serde_json::{Value, json};
+
+use super::LIST_TIMEOUT;
+use super::session::{Incoming, Pool, RpcError, Session};
+
+/// The methods forwarded, and which switch each needs.
+const PROMPT_METHODS: [&str; 2] = ["prompts/list", "prompts/get"];
+const RESOURCE_METHODS: [&str; 3] = [
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
+
+/// What an entry's prompts and resources claim across the catalog: our prompt name, a
+/// resource URI or a URI template → the entry that has it.
+#[derive(Debug, Default)]
+pub(crate) struct Claims {
+    prompts: HashMap<String, String>,
+    resources: HashMap<String, String>,
+}
+
+/// Every item of a paged upstream list (`prompts/list` → `prompts`), each item's `member`.
+pub(super) async fn list_all(
+    session: &Session,
+    method: &str,
+    items: &str,
+    member: &str,
+) -> Result<Vec<String>, String> {
+    let mut found = Vec::new();
+    let mut cursor: Option<String> = None;
+    // Bounded, so a server that always returns a cursor cannot hold the start forever.
+    for _ in 0..1000 {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let page = tokio::time::timeout(LIST_TIMEOUT, session.request(method, params))
+            .await
+            .map_err(|_| format!("{method}: no answer within {}s", LIST_TIMEOUT.as_secs()))?
+            .map_err(|e| format!("{method} failed: {e}"))?;
+        let list = page
+            .get(items)
+            .and_then(Value::as_array)
+            .ok_or_else(|| format!("{method}: the answer has no {items} list"))?;
+        for item in list {
+            let Some(m) = item.get(member).and_then(Value::as_str) else {
+                return Err(format!("{method}: an item has no {member} string"));
+            };
+            found.push(m.to_owned());
+        }
+        match page.get("nextCursor").and_then(Value::as_str) {
+            Some(c) if !c.is_empty() => cursor = Some(c.to_owned()),
+            _ => return Ok(found),
+        }
+    }
+    Err(format!("{method}: more than 1000 pages"))
+}
+
+impl Claims {
+    /// Claim `advert`'s prompts (prefixed) and resources for its entry.
+    ///
+    /// # Errors
+    /// The field and a sentence: the name, URI or template an earlier entry has.
+    pub(super) fn claim(&mut self, advert: &UpstreamAdvert) -> Result<(), (&'static str, String)> {
+        for name in &advert.prompt_names {
+            let ours = format!("{}{name}", advert.prefix);
+            if let Some(other) = self.prompts.insert(ours.clone(), advert.name.clone()) {
+                return Err((
+                    "prefix",
+                    format!(
+                        "the upstream's prompt {name:?} would be listed as {ours:?}, which entry {other:?} already lists; set or change prefix"
+                    ),
+                ));
+            }
+        }
+        let claimed = advert.resource_uris.iter().map(|u| ("resource", u)).chain(
+            advert
+                .resource_templates
+                .iter()
+                .map(|t| ("resource template", t)),
+        );
+        for (kind, uri) in claimed {
+            if let Some(other) = self.resources.insert(uri.clone(), advert.name.clone()) {
+                return Err((
+                    "resources",
+                    format!(
+                        "the upstream's {kind} {uri:?} is also served by entry {other:?}; a URI may have one upstream only"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One entry's prompts and resources, asked through its session pool.
+pub(super) struct UpstreamProvider {
+    pub(super) advert: UpstreamAdvert,
+    pub(super) pool: Arc<Pool>,
+}
+
+impl Provider for UpstreamProvider {
+    fn advert(&self) -> UpstreamAdvert {
+        self.advert.clone()
+    }
+
+    fn request(&self, method: String, params: Value) -> ProviderFuture {
+        let pool = self.pool.clone();
+        let name = self.advert.name.clone();
+        let allowed = (self.advert.prompts && PROMPT_METHODS.contains(&method.as_str()))
+            || (self.advert.resources && RESOURCE_METHODS.contains(&method.as_str()));
+        Box::pin(async move {
+            if !allowed {
+                return Err(ErrorObject::new(
+                    METHOD_NOT_FOUND,
+                    format!("upstream {name} does not serve {method} here"),
+                ));
+            }
+            ask(&pool, &name, &method, params).await
+        })
+    }
+}
+
+/// Send one request on a leased session; what the server asks meanwhile is refused (a
+/// list or a read has no client to ask).
+async fn ask(
+    pool: &Arc<Pool>,
+    name: &str,
+    method: &str,
+    params: Value,
+) -> Result<Value, ErrorObject> {
+    let mut lease = pool.lease().await.map_err(|e| {
+        ErrorObject::new(INTERNAL_ERROR, format!("upstream {name} cannot start: {e}"))
+    })?;
+    let session = lease.session();
+    let mut pending = session.start(method, params).await;
+    let answer = loop {
+        tokio::select! {
+            answer = pending.wait() => break answer,
+            Some(event) = session.events.recv() => {
+                if let Incoming::Request { id, method: asked, .. } = event {
+                    let refused = ErrorObject::new(
+                        METHOD_NOT_FOUND,
+                        format!("{asked} is not answered during {method}"),
+                    );
+                    session.respond(id, Err(refused)).await;
+                }
+            }
+        }
+    };
+    match answer {
+        Ok(v) => {
+            lease.finish();
+            Ok(without_meta(v))
+        }
+        Err(RpcError::Error(mut e)) => {
+            // The session is fine: the upstream answered.
+            lease.finish();
+            e.message = format!("upstream {name}: {}", e.message);
+            Err(e)
+        }
+        Err(RpcError::Closed(why)) => Err(ErrorObject::new(
+            INTERNAL_ERROR,
+            format!("upstream {name} closed the connection: {why}"),
+        )),
+    }
+}
+
+/// The upstream's `_meta` is its own business, as for tool results.
+fn without_meta(mut v: Value) -> Value {
+    if let Some(m) = v.as_object_mut() {
+        m.remove("_meta");
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn advert(name: &str, prefix: &str, prompts: &[&str], uris: &[&str]) -> UpstreamAdvert {
+        UpstreamAdvert {
+            name: name.into(),
+            prefix: prefix.into(),
+            prompts: true,
+            resources: true,
+            prompt_names: prompts.iter().map(|s| (*s).to_owned()).collect(),
+            resource_uris: uris.iter().map(|s| (*s).to_owned()).collect(),
+            resource_templates: vec![],
+            rank: 0,
+            heartbeat_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_prompt_name_or_uri_has_one_entry() {
+        let mut c = Claims::default();
+        c.claim(&advert("a", "", &["p"], &["x://1"]))
+            .expect("first");
+        c.claim(&advert("b", "b_", &["p"], &["x://2"]))
+            .expect("prefixed apart");
+        let (field, why) = c.claim(&advert("c", "", &["p"], &[])).expect_err("clash");
+        assert_eq!(field, "prefix");
+        assert!(why.contains("entry \"a\""), "{why}");
+        let (field, why) = c
+            .claim(&advert("d", "d_", &[], &["x://2"]))
+            .expect_err("clash");
+        assert_eq!(field, "resources");
+        assert!(
+            why.contains("\"x://2\" is also served by entry \"b\""),
+            "{why}"
+        );
+    }
+}
