@@ -31,6 +31,7 @@
 // other crate here).
 #![allow(clippy::disallowed_methods)]
 
+pub mod console;
 pub mod events;
 mod jobs;
 pub mod keys;
