@@ -22,6 +22,8 @@ npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error
 npm ci --prefix tests/conformance --no-audit --no-fund --loglevel=error
 npm ci --prefix tests/upstream --no-audit --no-fund --loglevel=error
 npm ci --prefix tests/legacy --no-audit --no-fund --loglevel=error
+npm ci --prefix tests/console --no-audit --no-fund --loglevel=error
+command -v chromium >/dev/null || echo "note: no chromium: the console's browser test will be skipped (apt-get install -y chromium)"
 
 echo "== building"
 cargo build --workspace --bins
