@@ -149,8 +149,7 @@ impl Console {
         };
         self.config
             .principals
-            .iter()
-            .any(|p| *p == principal)
+            .contains(&principal)
             .then_some(principal)
     }
 

@@ -178,7 +178,7 @@ pub(crate) fn task_main(k: &Known) -> Markup {
                 dt { "Last updated" } dd { (time(r.updated_ms)) }
                 dt { "TTL" } dd { (r.ttl_ms.map_or_else(|| "never expires".to_owned(), |t| age(i64::try_from(t).unwrap_or(i64::MAX)))) }
                 dt { "Version" } dd { (r.version) }
-                @if r.cancel_requested { dt { "Cancel" } dd { "requested" } }
+                @if r.cancel_requested && !r.is_terminal() { dt { "Cancel" } dd { "requested" } }
             }
             @if !r.is_terminal() {
                 form method="post" action={ "/console/tasks/" (r.id) "/cancel" } {

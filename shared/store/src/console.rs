@@ -126,7 +126,7 @@ impl Store {
             view.recent.extend(jobs(newest));
         }
         view.recent
-            .sort_by(|a, b| b.enqueued_ms.cmp(&a.enqueued_ms));
+            .sort_by_key(|j| std::cmp::Reverse(j.enqueued_ms));
         Ok(view)
     }
 }
