@@ -86,6 +86,9 @@ try {
   // The overview with a queue that holds the running task.
   await page.getByRole('link', { name: 'Overview' }).click();
   await page.getByRole('table', { name: 'Queues' }).getByText('default').waitFor(WAIT);
+  const chart = page.getByRole('img', { name: /Jobs waiting and running/ });
+  await chart.waitFor(WAIT);
+  await page.waitForFunction(() => [...document.images].every((i) => i.complete && i.naturalWidth > 0), null, WAIT);
   await page.screenshot({ path: path.join(shots, 'console-overview.png'), fullPage: true });
 
   // Open it, press Cancel, see it end cancelled.

@@ -14,6 +14,7 @@
 //! a task's detail page reads that task once more (worker, deliveries, trace).
 
 mod api;
+mod chart;
 mod pages;
 mod session;
 mod view;
@@ -206,10 +207,27 @@ pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Respons
     match (&method, segments.as_slice()) {
         (&Method::GET, []) => {
             let fleet = console.view.fleet();
+            let scale = chart::scale(&console.view.history());
             if fragment {
-                html(StatusCode::OK, pages::overview_main(&fleet))
+                html(StatusCode::OK, pages::overview_main(&fleet, scale))
             } else {
-                html(StatusCode::OK, pages::overview(&fleet, shown))
+                html(StatusCode::OK, pages::overview(&fleet, scale, shown))
+            }
+        }
+        (&Method::GET, ["chart", "queues.svg"]) => {
+            match chart::svg(
+                &console.view.history(),
+                mcp_tasks_protocol::time::now_millis(),
+            ) {
+                Ok(svg) => {
+                    let mut res = reply::full(StatusCode::OK, Some("image/svg+xml"), svg);
+                    secure_headers(res.headers_mut());
+                    res
+                }
+                Err(why) => {
+                    tracing::warn!(error = %why, "console: chart not drawn");
+                    api::error(StatusCode::INTERNAL_SERVER_ERROR, "chart not drawn")
+                }
             }
         }
         (&Method::GET, ["tasks"]) => match Filter::parse(query.as_deref()) {

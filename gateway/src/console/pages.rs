@@ -63,7 +63,7 @@ fn layout(title: &str, principal: Option<&str>, main: Markup) -> Markup {
 }
 
 /// The overview's live part.
-pub(crate) fn overview_main(fleet: &Fleet) -> Markup {
+pub(crate) fn overview_main(fleet: &Fleet, scale: u64) -> Markup {
     html! {
         main data-live="" {
             h1 { "Overview" }
@@ -77,6 +77,15 @@ pub(crate) fn overview_main(fleet: &Fleet) -> Markup {
                         td { (q.name) } td.n { (q.length) } td.n { (q.lag) } td.n { (q.pending) }
                         td.n { (q.oldest_waiting_ms.map_or_else(|| "-".to_owned(), age)) } td.n { (q.consumers) }
                     } } }
+                }
+            }
+            h2 { "Jobs over the last 15 minutes" }
+            figure.chart {
+                img src={ "/console/chart/queues.svg?at=" (fleet.refreshed_ms) } width="720" height="160"
+                    alt="Jobs waiting and running, all queues, over the last 15 minutes";
+                figcaption {
+                    span.waiting { "━ waiting (lag)" } " " span.running { "━ running (pending)" }
+                    " · all queues · scale 0 to " (scale) " · now at the right"
                 }
             }
             h2 { "Workers" }
@@ -104,8 +113,8 @@ pub(crate) fn overview_main(fleet: &Fleet) -> Markup {
 }
 
 /// `GET /console/`.
-pub(crate) fn overview(fleet: &Fleet, principal: Option<&str>) -> Markup {
-    layout("Overview", principal, overview_main(fleet))
+pub(crate) fn overview(fleet: &Fleet, scale: u64, principal: Option<&str>) -> Markup {
+    layout("Overview", principal, overview_main(fleet, scale))
 }
 
 /// The task list's live part.

@@ -90,10 +90,26 @@ pub(crate) struct Fleet {
     pub(crate) error: Option<String>,
 }
 
+/// Samples kept for the chart: 15 minutes of refreshes.
+pub(crate) const HISTORY: usize = (15 * 60 / REFRESH.as_secs()) as usize;
+
+/// One refresh's totals over all queues, for the chart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sample {
+    /// When (ms since the epoch).
+    pub(crate) at_ms: i64,
+    /// Jobs no worker has received yet (lag).
+    pub(crate) waiting: u64,
+    /// Jobs delivered and not yet acknowledged (running).
+    pub(crate) running: u64,
+}
+
 #[derive(Default)]
 struct Inner {
     fleet: Fleet,
     tasks: HashMap<String, Known>,
+    /// The last [`HISTORY`] refreshes, oldest first: kept in this process, no Redis write.
+    history: std::collections::VecDeque<Sample>,
 }
 
 /// The console's memory, shared by the refresher and every request.
@@ -134,6 +150,11 @@ impl View {
     /// The queues, workers and tools of the last refresh.
     pub(crate) fn fleet(&self) -> Fleet {
         self.read().fleet.clone()
+    }
+
+    /// The chart's samples, oldest first.
+    pub(crate) fn history(&self) -> Vec<Sample> {
+        self.read().history.iter().copied().collect()
     }
 
     /// One remembered task.
@@ -334,6 +355,14 @@ async fn refresh(view: &View, store: &Store, watches: &mut Watches) -> Result<()
     tools.sort_by(|a, b| a.name.cmp(&b.name));
     {
         let mut inner = view.write();
+        if inner.history.len() >= HISTORY {
+            inner.history.pop_front();
+        }
+        inner.history.push_back(Sample {
+            at_ms: now,
+            waiting: queues.iter().map(|q| q.lag).sum(),
+            running: queues.iter().map(|q| q.pending).sum(),
+        });
         inner.fleet = Fleet {
             queues,
             workers: workers.into_values().collect(),

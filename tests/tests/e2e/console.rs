@@ -201,6 +201,15 @@ async fn console_api_lists_a_running_task_and_cancels_it() -> Result<()> {
     assert!(page.text.contains(&id) && page.text.contains("cancelled"));
     let csp = page.headers.get("content-security-policy").context("CSP")?;
     assert!(csp.to_str()?.contains("default-src 'self'"));
+    // The overview's chart: an SVG drawn from the gateway's own samples.
+    let chart = get(&client, "/console/chart/queues.svg").await?;
+    assert_eq!(chart.status, 200);
+    assert_eq!(chart.headers["content-type"], "image/svg+xml");
+    assert!(
+        chart.text.starts_with("<svg") && chart.text.contains("<polyline"),
+        "{}",
+        chart.text
+    );
     Ok(())
 }
 
@@ -231,6 +240,7 @@ async fn console_admits_only_its_principals() -> Result<()> {
     let bob = anonymous.with_token(BOB_TOKEN);
     let alice = anonymous.with_token(ALICE_TOKEN);
     let paths = [
+        "/console/chart/queues.svg",
         "/console/",
         "/console/tasks",
         "/console/api/queues",
