@@ -13,8 +13,8 @@ use anyhow::{Context as _, Result, bail};
 use bytes::Bytes;
 use http_body_util::BodyExt as _;
 use mcp_tasks_tests::{
-    ALICE_TOKEN, BOB_TOKEN, Client, Gateway, Process, RedisServer, TwoTokens, Worker, binary,
-    repo_root,
+    ALICE_TOKEN, BOB_TOKEN, Client, Gateway, Process, RedisCluster, RedisServer, TwoTokens, Worker,
+    binary, repo_root,
 };
 use serde_json::{Value, json};
 
@@ -210,6 +210,47 @@ async fn console_api_lists_a_running_task_and_cancels_it() -> Result<()> {
         "{}",
         chart.text
     );
+    Ok(())
+}
+
+/// Issue 15 §4: against a Redis Cluster (8 shards over 3 masters) the console reads every
+/// shard stream: the task shows in the list and its queue's depth, and Cancel ends it.
+#[tokio::test]
+async fn console_reads_a_redis_cluster() -> Result<()> {
+    let cluster = RedisCluster::start(3)?;
+    let shards = ("MCPT_QUEUE_SHARDS", "8".to_owned());
+    let mut env = console_env();
+    env.push(shards.clone());
+    let _worker = Worker::start(&cluster.url(), &[shards])?;
+    let gateway = Gateway::start(&cluster.url(), &env)?;
+    let client = gateway.client();
+    client.wait_for_tool("sleep").await?;
+    let id = client
+        .start_task("sleep", json!({"ms": 60_000, "steps": 1}))
+        .await?;
+    poll(WITHIN, || async {
+        let d = get(&client, &format!("/console/api/tasks/{id}"))
+            .await?
+            .json()?;
+        if d["worker"].is_null() {
+            bail!("not listed and started yet: {d}");
+        }
+        Ok(())
+    })
+    .await?;
+    let q = get(&client, "/console/api/queues").await?.json()?;
+    assert!(q["queues"][0]["length"].as_u64() >= Some(1), "{q}");
+    let origin = format!("http://{}", gateway.addr);
+    let cancel = format!("/console/api/tasks/{id}/cancel");
+    let a = send(&client, "POST", &cancel, &[("origin", &origin)], "").await?;
+    assert_eq!(a.status, 200, "{}", a.text);
+    poll(WITHIN, || async {
+        match console_status(&client, &id).await?.as_str() {
+            "cancelled" => Ok(()),
+            other => bail!("still {other}"),
+        }
+    })
+    .await?;
     Ok(())
 }
 
