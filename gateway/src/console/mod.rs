@@ -128,6 +128,16 @@ fn same_origin(headers: &HeaderMap, allowed: &[String]) -> bool {
     origin == format!("http://{host}") || origin == format!("https://{host}")
 }
 
+/// Whether `principal` is in `MCPT_CONSOLE_PRINCIPALS`. A JWT's principal is
+/// `"{iss} {sub}"`; its `sub` alone may be listed, since only `MCPT_AUTH_ISSUER` is
+/// accepted (token-file principals hold no spaces).
+fn listed(principals: &[String], principal: &str) -> bool {
+    principals.iter().any(|p| p == principal)
+        || principal
+            .split_once(' ')
+            .is_some_and(|(_, sub)| principals.iter().any(|p| p == sub))
+}
+
 fn over_tls(headers: &HeaderMap) -> bool {
     headers
         .get("x-forwarded-proto")
@@ -148,10 +158,7 @@ impl Console {
             }
             None => return None,
         };
-        self.config
-            .principals
-            .contains(&principal)
-            .then_some(principal)
+        listed(&self.config.principals, &principal).then_some(principal)
     }
 
     /// The principal shown in the page header (none without authentication).
@@ -444,7 +451,7 @@ async fn signin(state: &State, console: &Console, req: Request<Incoming>) -> Res
             } else {
                 state.auth.principal_of(&token).await.ok()
             };
-            match principal.filter(|p| console.config.principals.contains(p)) {
+            match principal.filter(|p| listed(&console.config.principals, p)) {
                 Some(p) => {
                     tracing::info!(console.principal = %p, "console: {p} signed in");
                     let mut res = see_other("/console/");

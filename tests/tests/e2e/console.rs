@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use bytes::Bytes;
 use http_body_util::BodyExt as _;
+use mcp_tasks_tests::jwt::TestIssuer;
 use mcp_tasks_tests::{
     ALICE_TOKEN, BOB_TOKEN, Client, Gateway, Process, RedisCluster, RedisServer, TwoTokens, Worker,
     binary, repo_root,
@@ -363,6 +364,74 @@ async fn console_admits_only_its_principals() -> Result<()> {
             .await?
             .status,
         404
+    );
+    Ok(())
+}
+
+/// Issue 15 §2: with JWTs, sign-in takes a JWT whose subject is a console principal; an
+/// expired one, or one for another subject, is refused without a cookie.
+#[tokio::test]
+async fn console_signs_in_with_a_jwt() -> Result<()> {
+    let issuer = TestIssuer::new("https://idp.test");
+    let dir = mcp_tasks_tests::TempDir::new("mcpt-console-jwt")?;
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, issuer.jwks_json())?;
+    let env = vec![
+        ("MCPT_AUTH", "jwt".to_owned()),
+        ("MCPT_AUTH_JWKS", jwks.display().to_string()),
+        ("MCPT_AUTH_ISSUER", "https://idp.test".to_owned()),
+        ("MCPT_AUTH_AUDIENCE", "mcp-tasks-test".to_owned()),
+        ("MCPT_CONSOLE", "on".to_owned()),
+        ("MCPT_CONSOLE_PRINCIPALS", "carol".to_owned()),
+    ];
+    let redis = RedisServer::start()?;
+    let gateway = Gateway::start(&redis.url(), &env)?;
+    let client = gateway.client();
+    let origin = format!("http://{}", gateway.addr);
+    let form = [
+        ("content-type", "application/x-www-form-urlencoded"),
+        ("origin", origin.as_str()),
+    ];
+    for (why, jwt) in [
+        ("expired", issuer.token("carol", "mcp-tasks-test", -120)),
+        (
+            "not a console principal",
+            issuer.token("dave", "mcp-tasks-test", 600),
+        ),
+    ] {
+        let a = send(
+            &client,
+            "POST",
+            "/console/signin",
+            &form,
+            &format!("token={jwt}"),
+        )
+        .await?;
+        assert_eq!(a.status, 403, "{why}");
+        assert!(!a.headers.contains_key("set-cookie"), "{why}");
+    }
+    let jwt = issuer.token("carol", "mcp-tasks-test", 600);
+    let a = send(
+        &client,
+        "POST",
+        "/console/signin",
+        &form,
+        &format!("token={jwt}"),
+    )
+    .await?;
+    assert_eq!(a.status, 303, "{}", a.text);
+    let cookie = a.headers["set-cookie"]
+        .to_str()?
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .to_owned();
+    let page = send(&client, "GET", "/console/tasks", &[("cookie", &cookie)], "").await?;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.text.contains("signed in as https://idp.test carol"),
+        "{}",
+        page.text
     );
     Ok(())
 }
