@@ -27,6 +27,8 @@ npm ci --prefix tests/legacy --no-audit --no-fund --loglevel=error
 echo "== installing the official Python SDK (pip, pinned in tests/python/requirements.txt)"
 [ -x target/py/bin/python ] || python3 -m venv target/py
 target/py/bin/pip install -q --disable-pip-version-check -r tests/python/requirements.txt
+npm ci --prefix tests/console --no-audit --no-fund --loglevel=error
+command -v chromium >/dev/null || echo "note: no chromium: the console's browser test will be skipped (apt-get install -y chromium)"
 
 echo "== building"
 cargo build --workspace --bins

@@ -66,6 +66,9 @@ pub(crate) async fn serve(
             mcp(state, req).await
         }
         (_, "/mcp") => method_not_allowed("POST, DELETE"),
+        (_, p) if p == "/console" || p.starts_with("/console/") => {
+            crate::console::serve(&state, req).await
+        }
         _ => full(StatusCode::NOT_FOUND, Some("text/plain"), "not found\n"),
     })
 }

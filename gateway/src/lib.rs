@@ -11,6 +11,8 @@
 //!   params; `legacy/`: 2025 sessions (the record and `initialize`, their requests, the
 //!   tasks API, answers to our input requests, the `GET` stream).
 //! - `launch.rs`: the one path from a `tools/call` to a task, shared by both eras.
+//! - `console/`: the operator's console (`MCPT_CONSOLE=on`): pages, its JSON API and
+//!   live updates, served beside `/mcp`.
 //! - `state.rs`: what every request shares; `auth/` (who is calling: static tokens, JWTs
 //!   against a JWKS in `auth/jwt/`), `registry.rs` (the live tool list, cached briefly).
 //! - `envelope.rs`, `headers.rs`: the JSON-RPC envelope, `_meta`, routing headers and
@@ -27,6 +29,7 @@
 
 mod auth;
 mod conn;
+mod console;
 mod dispatch;
 mod envelope;
 mod error;
@@ -96,8 +99,14 @@ pub async fn run(
         .with_replication(config.replication)?;
     store.warn_if_evicting().await;
     let hub_stop = CancellationToken::new();
+    let hub = EventHub::start(&store, hub_stop.clone());
+    let console = config
+        .console
+        .enabled
+        .then(|| console::Console::start(&config.console, &store, &hub, hub_stop.clone()));
     let state = Arc::new(State {
-        hub: EventHub::start(&store, hub_stop.clone()),
+        hub,
+        console,
         registry: registry::Registry::new(store.clone()),
         auth,
         store,

@@ -8,7 +8,7 @@ use mcp_tasks_store::Store;
 use mcp_tasks_store::events::EventHub;
 use tokio_util::sync::CancellationToken;
 
-use crate::{auth, registry};
+use crate::{auth, console, registry};
 
 /// Shared by every request of one gateway process.
 pub(crate) struct State {
@@ -24,6 +24,8 @@ pub(crate) struct State {
     pub(crate) ready: AtomicBool,
     /// Cancelled when the gateway stops accepting: listen streams end gracefully.
     pub(crate) streams_end: CancellationToken,
+    /// The operator's console, when `MCPT_CONSOLE=on`.
+    pub(crate) console: Option<console::Console>,
 }
 
 impl State {

@@ -50,6 +50,8 @@ pub(crate) struct Runtime {
     pub(crate) redis_url: String,
     /// The private Redis's process, if `up` started one.
     pub(crate) redis_pid: Option<u32>,
+    /// The operator's console, when the gateway serves one.
+    pub(crate) console_url: Option<String>,
 }
 
 impl Runtime {
@@ -59,6 +61,7 @@ impl Runtime {
             "mcp_url": self.mcp_url,
             "redis_url": self.redis_url,
             "redis_pid": self.redis_pid,
+            "console_url": self.console_url,
         })
     }
 
@@ -68,6 +71,7 @@ impl Runtime {
             mcp_url: v["mcp_url"].as_str()?.to_owned(),
             redis_url: v["redis_url"].as_str()?.to_owned(),
             redis_pid: v["redis_pid"].as_u64().and_then(|p| u32::try_from(p).ok()),
+            console_url: v["console_url"].as_str().map(str::to_owned),
         })
     }
 
@@ -188,6 +192,7 @@ mod tests {
             mcp_url: "http://127.0.0.1:1/mcp".into(),
             redis_url: "redis://127.0.0.1:2".into(),
             redis_pid: Some(7),
+            console_url: Some("http://127.0.0.1:1/console/".into()),
         };
         r.write(&dir).expect("written");
         assert_eq!(Runtime::read(&dir), Some(r.clone()));

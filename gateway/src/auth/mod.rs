@@ -149,6 +149,15 @@ impl Authenticator {
         if let Authenticator::Anonymous = self {
             return Ok(ANONYMOUS.to_owned());
         }
+        Ok(owner_digest(&self.principal(headers).await?))
+    }
+
+    /// The caller's principal as `MCPT_AUTH` names it ([`ANONYMOUS`] without
+    /// authentication), or the challenge to answer with.
+    pub(crate) async fn principal(&self, headers: &HeaderMap) -> Result<String, Challenge> {
+        if let Authenticator::Anonymous = self {
+            return Ok(ANONYMOUS.to_owned());
+        }
         let Some(token) = bearer(headers)? else {
             return Err(Challenge {
                 error: None,
@@ -156,19 +165,21 @@ impl Authenticator {
                 unavailable: false,
             });
         };
-        let principal = match self {
-            Authenticator::Anonymous => unreachable!("handled above"),
+        self.principal_of(token).await
+    }
+
+    /// The principal a bearer token (static token or JWT) stands for.
+    pub(crate) async fn principal_of(&self, token: &str) -> Result<String, Challenge> {
+        match self {
+            Authenticator::Anonymous => Ok(ANONYMOUS.to_owned()),
             Authenticator::Tokens(file) => file
                 .principal(token)
-                .ok_or_else(|| Challenge::invalid("unknown bearer token"))?,
-            Authenticator::Jwt(verifier) => {
-                verifier.verify(token).await.map_err(|e| Challenge {
-                    unavailable: e == jwt::JwtError::KeysUnavailable,
-                    ..Challenge::invalid(e.to_string())
-                })?
-            }
-        };
-        Ok(owner_digest(&principal))
+                .ok_or_else(|| Challenge::invalid("unknown bearer token")),
+            Authenticator::Jwt(verifier) => verifier.verify(token).await.map_err(|e| Challenge {
+                unavailable: e == jwt::JwtError::KeysUnavailable,
+                ..Challenge::invalid(e.to_string())
+            }),
+        }
     }
 }
 

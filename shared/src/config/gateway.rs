@@ -115,6 +115,8 @@ pub struct GatewayConfig {
     pub auth: AuthConfig,
     /// Per-principal limits and request bounds.
     pub limits: Limits,
+    /// The operator's console (`MCPT_CONSOLE*`).
+    pub console: ConsoleConfig,
 }
 
 impl GatewayConfig {
@@ -211,6 +213,7 @@ impl GatewayConfig {
             tasks: TaskDefaults::from_source(src)?,
             limits: Limits::from_source(src, AuthConfig::from_source(src)?.mode == AuthMode::None)?,
             auth: AuthConfig::from_source(src)?,
+            console: ConsoleConfig::from_source(src)?,
         })
     }
 
@@ -226,6 +229,15 @@ impl GatewayConfig {
             return Err(format!(
                 "refusing to listen on {addr} without authentication: set MCPT_AUTH=tokens or \
                  MCPT_AUTH=jwt, or MCPT_AUTH_ALLOW_ANONYMOUS=1 to serve anyone who can reach it"
+            ));
+        }
+        // The console shows every principal's tasks and cancels them: never without
+        // authentication off loopback, even when MCP itself is allowed to be anonymous.
+        if self.console.enabled && self.auth.mode == AuthMode::None && !addr.ip().is_loopback() {
+            return Err(format!(
+                "refusing to serve the console (MCPT_CONSOLE=on) on {addr} without \
+                 authentication: set MCPT_AUTH=tokens or MCPT_AUTH=jwt with \
+                 MCPT_CONSOLE_PRINCIPALS, or listen on a loopback address"
             ));
         }
         Ok(())

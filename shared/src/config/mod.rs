@@ -11,12 +11,14 @@ use std::time::Duration;
 pub use mcp_tasks_store::{RedisTarget, Replication};
 
 mod auth;
+mod console;
 mod gateway;
 mod redis;
 mod tasks;
 mod worker;
 
 pub use auth::*;
+pub use console::*;
 pub use gateway::*;
 pub use redis::*;
 pub use tasks::*;

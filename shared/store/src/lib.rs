@@ -34,6 +34,7 @@
 // other crate here).
 #![allow(clippy::disallowed_methods)]
 
+pub mod console;
 pub mod events;
 pub mod forward;
 mod jobs;

@@ -9,6 +9,7 @@ mod cli;
 mod cluster_of_two;
 mod command_tools;
 mod connections;
+mod console;
 mod failover;
 mod http_tools;
 mod interop;

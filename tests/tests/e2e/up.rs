@@ -520,3 +520,37 @@ async fn one_up_per_data_dir_and_a_busy_port_leaves_nothing() -> Result<()> {
     }
     Ok(())
 }
+
+/// Issue 15 §7: `up` serves the console and records its URL in `up.json`; next to it,
+/// `queues`, `workers` and `tasks` read the console (no Redis address), and a task created
+/// over MCP is listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_serves_the_console_and_the_commands_read_it() -> Result<()> {
+    let home = TempDir::new("mcpt-up-home")?;
+    let logs = TempDir::new("mcpt-up-logs")?;
+    let up = Up::start(home.path(), logs.path(), &["--ephemeral"], &[])?;
+    let runtime: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
+        home.path().join("mcp-tasks/up.json"),
+    )?)?;
+    let console = format!("http://{}/console/", up.addr);
+    ensure!(runtime["console_url"] == console.as_str(), "{runtime}");
+    let client = Client::new(up.addr);
+    client.wait_for_tool("sleep").await?;
+    let id = client
+        .start_task("sleep", json!({"ms": 60_000, "steps": 1}))
+        .await?;
+    let listed = poll_until(WITHIN, || async {
+        let out = cli(home.path(), &["tasks", "--tool", "sleep"]).ok()?;
+        out.1.contains(&id).then_some(out)
+    })
+    .await?;
+    ensure!(listed.0 == Some(0), "{listed:?}");
+    let queues = cli(home.path(), &["queues"])?;
+    // OLDEST is a column only the console's answer has.
+    ensure!(
+        queues.0 == Some(0) && queues.1.contains("OLDEST") && queues.1.contains("default"),
+        "{queues:?}"
+    );
+    client.cancel(&id).await?;
+    Ok(())
+}

@@ -149,6 +149,60 @@ impl Client {
         })
     }
 
+    /// `GET` a console API path (`/console/api/…`) of this endpoint's gateway, with the
+    /// bearer token; the JSON answer, or one line saying what went wrong.
+    pub(crate) async fn console_get(&self, path_and_query: &str) -> Result<Value, String> {
+        let base = format!(
+            "{}://{}",
+            self.url.scheme_str().unwrap_or("http"),
+            self.url.authority().map_or("", |a| a.as_str())
+        );
+        let url = format!("{base}{path_and_query}");
+        let mut req = hyper::Request::get(&url).header("accept", "application/json");
+        if let Some(token) = &self.token {
+            req = req.header("authorization", format!("Bearer {token}"));
+        }
+        let req = req
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| format!("cannot build the request: {e}"))?;
+        let exchange = async {
+            let res = self.send(req).await.map_err(|e| e.to_string())?;
+            let status = res.status();
+            let body = res
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| format!("{url}: the response broke off: {e}"))?;
+            Ok::<_, String>((status, body.to_bytes()))
+        };
+        let (status, raw) = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
+            .await
+            .map_err(|_| format!("{url}: no answer within {}s", REQUEST_TIMEOUT.as_secs()))??;
+        if status == hyper::StatusCode::NOT_FOUND && !raw.starts_with(b"{") {
+            return Err(format!(
+                "{base} has no console for this caller: is MCPT_CONSOLE=on there, and is \
+                 MCPT_TOKEN a token of a principal in MCPT_CONSOLE_PRINCIPALS?"
+            ));
+        }
+        let body: Value = serde_json::from_slice(&raw).map_err(|_| {
+            format!(
+                "{url}: HTTP {status} without JSON: {}",
+                String::from_utf8_lossy(&raw)
+                    .trim()
+                    .chars()
+                    .take(200)
+                    .collect::<String>()
+            )
+        })?;
+        if !status.is_success() {
+            return Err(format!(
+                "{url}: HTTP {status}: {}",
+                body["error"].as_str().unwrap_or("(no message)")
+            ));
+        }
+        Ok(body)
+    }
+
     /// Send one request and return its `result`. `Mcp-Name` is derived from the params for
     /// `tools/call` (`name`) and `tasks/*` (`taskId`). `timeout`: `None` waits as long as
     /// the server takes.

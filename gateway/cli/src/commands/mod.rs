@@ -135,20 +135,97 @@ pub(crate) enum Command {
         #[command(flatten)]
         up: UpData,
     },
-    /// Per queue: length, consumer-group lag, pending jobs, consumers (Redis)
+    /// Per queue: length, consumer-group lag, pending jobs, consumers
+    ///
+    /// From the gateway's console API (--url, MCPT_URL or the running `up`; MCPT_TOKEN of a
+    /// console principal when it authenticates), or from Redis with --redis or
+    /// MCPT_REDIS_URL.
     Queues {
         #[command(flatten)]
+        endpoint: Endpoint,
+        #[command(flatten)]
         redis: RedisUrl,
         #[command(flatten)]
         up: UpData,
     },
-    /// Live tools (queue, policy, heartbeat) and each queue's consumers (Redis)
+    /// Live tools (queue, policy, heartbeat) and each queue's consumers
+    ///
+    /// Read as `queues` reads: the gateway's console API, or Redis with --redis.
     Workers {
         #[command(flatten)]
+        endpoint: Endpoint,
+        #[command(flatten)]
         redis: RedisUrl,
         #[command(flatten)]
         up: UpData,
     },
+    /// The recent tasks the gateway's console has seen, newest first (filterable)
+    ///
+    /// Needs a gateway with MCPT_CONSOLE=on (--url, MCPT_URL or the running `up`) and,
+    /// when it authenticates, MCPT_TOKEN of a principal in MCPT_CONSOLE_PRINCIPALS.
+    Tasks {
+        /// Only tasks in this status (working, input_required, completed, failed,
+        /// cancelled)
+        #[arg(long)]
+        status: Option<String>,
+        /// Only tasks of this tool
+        #[arg(long)]
+        tool: Option<String>,
+        /// Only tasks of this queue
+        #[arg(long)]
+        queue: Option<String>,
+        /// Only tasks whose id contains this
+        #[arg(long, value_name = "TEXT")]
+        id: Option<String>,
+        /// At most this many (1 to 1000) [default 100]
+        #[arg(long, value_name = "N")]
+        limit: Option<u32>,
+        #[command(flatten)]
+        endpoint: Endpoint,
+        #[command(flatten)]
+        up: UpData,
+    },
+}
+
+/// Where `queues` and `workers` read: a gateway's console or Redis.
+#[derive(Debug, PartialEq)]
+enum OpsSource {
+    /// The console API of the gateway of this MCP endpoint.
+    Gateway(String),
+    /// Redis at this URL.
+    Redis(String),
+}
+
+/// `--redis` or `--url` as given, then MCPT_REDIS_URL or MCPT_URL, then the running `up`
+/// (its console when it serves one, else its Redis), else the default Redis.
+fn ops_source(
+    url: Option<String>,
+    redis: Option<String>,
+    up: UpData,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<OpsSource, Fail> {
+    let given = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
+    if let Some(r) = given(redis) {
+        return Ok(OpsSource::Redis(r));
+    }
+    if let Some(u) = given(url) {
+        return Ok(OpsSource::Gateway(u));
+    }
+    if let Some(r) = given(env(ENV_REDIS)) {
+        return Ok(OpsSource::Redis(r));
+    }
+    if let Some(u) = given(env(ENV_URL)) {
+        return Ok(OpsSource::Gateway(u));
+    }
+    match (Runtime::find(up.data.as_deref()), up.data) {
+        (Some(found), _) if found.console_url.is_some() => Ok(OpsSource::Gateway(found.mcp_url)),
+        (Some(found), _) => Ok(OpsSource::Redis(found.redis_url)),
+        (None, Some(dir)) => Err(Fail::runtime(format!(
+            "no `mcp-tasks up` is running with the data directory {}",
+            dir.display()
+        ))),
+        (None, None) => Ok(OpsSource::Redis(DEFAULT_REDIS.to_owned())),
+    }
 }
 
 /// The MCP endpoint option of the subcommands that talk to a gateway.
@@ -328,7 +405,6 @@ pub(crate) fn run(command: Command) -> ExitCode {
 }
 
 async fn execute(command: Command) -> Result<(), Fail> {
-    let redis = |o: RedisUrl, up| targets(None, o.redis, up, env).map(|t| t.redis);
     let client = |o: Endpoint, up| {
         let url = targets(o.url, None, up, env)?.url;
         client::Client::new(&url).map_err(Fail::usage)
@@ -344,8 +420,44 @@ async fn execute(command: Command) -> Result<(), Fail> {
             let client = client::Client::new(&t.url).map_err(Fail::usage)?;
             tools::tools(&client, &t.redis).await
         }
-        Command::Queues { redis: o, up } => ops::queues(&redis(o, up)?).await,
-        Command::Workers { redis: o, up } => ops::workers(&redis(o, up)?).await,
+        Command::Queues {
+            endpoint,
+            redis: o,
+            up,
+        } => match ops_source(endpoint.url, o.redis, up, env)? {
+            OpsSource::Redis(r) => ops::queues(&r).await,
+            OpsSource::Gateway(u) => {
+                ops::queues_via(&client::Client::new(&u).map_err(Fail::usage)?).await
+            }
+        },
+        Command::Workers {
+            endpoint,
+            redis: o,
+            up,
+        } => match ops_source(endpoint.url, o.redis, up, env)? {
+            OpsSource::Redis(r) => ops::workers(&r).await,
+            OpsSource::Gateway(u) => {
+                ops::workers_via(&client::Client::new(&u).map_err(Fail::usage)?).await
+            }
+        },
+        Command::Tasks {
+            status,
+            tool,
+            queue,
+            id,
+            limit,
+            endpoint,
+            up,
+        } => {
+            let filter = ops::TaskFilter {
+                status,
+                tool,
+                queue,
+                id,
+                limit,
+            };
+            ops::tasks_via(&client(endpoint, up)?, &filter).await
+        }
         Command::Call {
             tool,
             args,
@@ -422,7 +534,8 @@ mod tests {
             &["get"],
             &["watch"],
             &["queues", "x"],
-            &["queues", "--url", "u"],
+            &["queues", "--bogus", "u"],
+            &["tasks", "--limit", "many"],
             &["get", "x", "--args"],
             &["cancel", "x", "--bogus"],
             &[],

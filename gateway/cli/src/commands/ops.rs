@@ -1,13 +1,17 @@
-//! `queues` and `workers`: what operators read from Redis, through the store (so one Redis
-//! and a Redis Cluster alike): each queue's depth and consumers, and the tool
-//! advertisements with their heartbeats.
+//! `queues`, `workers` and `tasks`: what operators read, either from a gateway's console
+//! API (`/console/api/…`, with `MCPT_TOKEN`: no Redis address needed, Redis Cluster alike)
+//! or, with `--redis`, from Redis through the store: each queue's depth and consumers, the
+//! tool advertisements with their heartbeats, and (console only) the recent tasks.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use mcp_tasks_store::registry::ADVERT_STALE_MS;
 use mcp_tasks_store::{RedisTarget, Store, StoreError};
 
+use serde_json::Value;
+
 use super::Fail;
+use super::client::Client;
 
 /// How long one Redis read may take.
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
@@ -163,6 +167,172 @@ pub(crate) async fn workers(url: &str) -> Result<(), Fail> {
     Ok(())
 }
 
+/// A console API answer, or the failure line.
+async fn console(client: &Client, path: &str) -> Result<Value, Fail> {
+    client.console_get(path).await.map_err(Fail::runtime)
+}
+
+fn num(v: &Value) -> String {
+    v.as_u64().map_or_else(|| "-".to_owned(), |n| n.to_string())
+}
+
+fn text(v: &Value) -> String {
+    v.as_str().unwrap_or("-").to_owned()
+}
+
+fn ms(v: &Value) -> String {
+    v.as_i64().map_or_else(|| "-".to_owned(), age)
+}
+
+/// `queues` through a gateway's console.
+pub(crate) async fn queues_via(client: &Client) -> Result<(), Fail> {
+    let body = console(client, "/console/api/queues").await?;
+    let queues = body["queues"].as_array().cloned().unwrap_or_default();
+    if queues.is_empty() {
+        println!("no queues (no worker has started, or the console has not refreshed yet)");
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = queues
+        .iter()
+        .map(|q| {
+            vec![
+                text(&q["name"]),
+                num(&q["length"]),
+                num(&q["lag"]),
+                num(&q["pending"]),
+                num(&q["consumers"]),
+                ms(&q["oldest_waiting_ms"]),
+            ]
+        })
+        .collect();
+    table(
+        &["QUEUE", "LENGTH", "LAG", "PENDING", "CONSUMERS", "OLDEST"],
+        &rows,
+    );
+    Ok(())
+}
+
+/// `workers` through a gateway's console.
+pub(crate) async fn workers_via(client: &Client) -> Result<(), Fail> {
+    let body = console(client, "/console/api/workers").await?;
+    let tools: Vec<Vec<String>> = body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let stale = if t["stale"].as_bool() == Some(true) {
+                " (stale)"
+            } else {
+                ""
+            };
+            vec![
+                text(&t["name"]),
+                text(&t["queue"]),
+                text(&t["policy"]),
+                format!("{} ago{stale}", ms(&t["heartbeat_age_ms"])),
+            ]
+        })
+        .collect();
+    if tools.is_empty() {
+        println!("no tools advertised (no live worker)");
+    } else {
+        table(&["TOOL", "QUEUE", "POLICY", "HEARTBEAT"], &tools);
+    }
+    println!();
+    let workers: Vec<Vec<String>> = body["workers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|w| {
+            let list = |v: &Value| {
+                v.as_array()
+                    .map(|a| a.iter().map(text).collect::<Vec<_>>().join(","))
+                    .unwrap_or_default()
+            };
+            vec![
+                list(&w["queues"]),
+                text(&w["name"]),
+                num(&w["slots_in_use"]),
+                ms(&w["idle_ms"]),
+            ]
+        })
+        .collect();
+    if workers.is_empty() {
+        println!("no consumers in any queue's group");
+    } else {
+        table(&["QUEUE", "CONSUMER", "PENDING", "IDLE"], &workers);
+    }
+    Ok(())
+}
+
+/// Filters of `tasks`, passed to the console API as they are (it checks them).
+#[derive(Debug, Default)]
+pub(crate) struct TaskFilter {
+    pub(crate) status: Option<String>,
+    pub(crate) tool: Option<String>,
+    pub(crate) queue: Option<String>,
+    pub(crate) id: Option<String>,
+    pub(crate) limit: Option<u32>,
+}
+
+/// Percent-encode a query value (RFC 3986 unreserved characters kept).
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// `tasks`: the recent tasks a gateway's console has seen, newest first.
+pub(crate) async fn tasks_via(client: &Client, f: &TaskFilter) -> Result<(), Fail> {
+    let mut query = Vec::new();
+    for (k, v) in [
+        ("status", &f.status),
+        ("tool", &f.tool),
+        ("queue", &f.queue),
+        ("q", &f.id),
+    ] {
+        if let Some(v) = v {
+            query.push(format!("{k}={}", encode(v)));
+        }
+    }
+    if let Some(n) = f.limit {
+        query.push(format!("limit={n}"));
+    }
+    let path = format!("/console/api/tasks?{}", query.join("&"));
+    let body = console(client, &path).await?;
+    let rows: Vec<Vec<String>> = body["tasks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            vec![
+                text(&t["id"]),
+                text(&t["status"]),
+                text(&t["tool"]),
+                text(&t["queue"]),
+                ms(&t["age_ms"]),
+                text(&t["owner"]),
+                t["status_message"].as_str().unwrap_or("").to_owned(),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        println!("no tasks seen that match");
+    } else {
+        table(
+            &["TASK", "STATUS", "TOOL", "QUEUE", "AGE", "OWNER", "MESSAGE"],
+            &rows,
+        );
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,5 +343,11 @@ mod tests {
         assert_eq!(age(12_340), "12.3s");
         assert_eq!(age(245_000), "4m05s");
         assert_eq!(age(7_800_000), "2h10m");
+    }
+
+    #[test]
+    fn query_values_are_encoded() {
+        assert_eq!(encode("a b&c=d"), "a%20b%26c%3Dd");
+        assert_eq!(encode("tsk_x-Y.~"), "tsk_x-Y.~");
     }
 }

@@ -94,6 +94,14 @@ fn unset(name: &str) -> bool {
 fn configure() -> Result<Setup, Failed> {
     let mut gateway = GatewayConfig::from_env().map_err(Failed::usage)?;
     let mut worker = WorkerConfig::from_env().map_err(Failed::usage)?;
+    // The console is on unless MCPT_CONSOLE says otherwise, where it is allowed: loopback,
+    // or behind authentication (the gateway refuses it anywhere else).
+    if unset(mcp_tasks_shared::config::ENV_CONSOLE)
+        && (gateway.listen_addr.ip().is_loopback()
+            || gateway.auth.mode != mcp_tasks_shared::config::AuthMode::None)
+    {
+        gateway.console.enabled = true;
+    }
     if unset(ENV_SHUTDOWN_GRACE) {
         gateway.shutdown_grace = UP_SHUTDOWN_GRACE;
         worker.shutdown_grace = UP_SHUTDOWN_GRACE;
@@ -238,6 +246,7 @@ async fn serve(
         .map_err(|e| Failed::runtime(format!("cannot read the listen address: {e}")))?;
     let stop = signals.stop.clone();
     let redis_url = setup.worker.redis_url.clone();
+    let console_on = setup.gateway.console.enabled;
     let worker = tokio::spawn(mcp_tasks_worker::run_serving(
         setup.worker,
         tools,
@@ -252,8 +261,12 @@ async fn serve(
     ));
     signals.serving.store(true, Ordering::SeqCst);
     let mcp_url = format!("http://{addr}/mcp");
+    let console_url = console_on.then(|| format!("http://{addr}/console/"));
     println!("listening on http://{addr}");
     println!("MCP endpoint: {mcp_url}  (Ctrl-C stops everything)");
+    if let Some(url) = &console_url {
+        println!("console: {url}");
+    }
     if let Some(claim) = claim {
         announce(
             claim,
@@ -262,6 +275,7 @@ async fn serve(
                 mcp_url,
                 redis_url,
                 redis_pid: redis.as_ref().and_then(PrivateRedis::pid),
+                console_url,
             },
         );
     }

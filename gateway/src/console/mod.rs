@@ -1,0 +1,476 @@
+//! The operator's console (`MCPT_CONSOLE=on`): pages under `/console/`, the JSON API under
+//! `/console/api/` (also what `mcp-tasks queues`, `workers` and `tasks` read with
+//! `--url`), and an event stream telling open pages that something changed.
+//!
+//! Who gets in: without authentication (`MCPT_AUTH=none`, loopback only, see
+//! `GatewayConfig::check_exposure`) everyone who can reach the gateway; otherwise only the
+//! principals of `MCPT_CONSOLE_PRINCIPALS`, by a session cookie from the sign-in page
+//! (`session.rs`) or a bearer token. Everyone else gets 404 on every console path but the
+//! sign-in page, as for a path that does not exist. State-changing requests (`POST`) must
+//! carry an `Origin` of this server (or one of `MCPT_ALLOWED_ORIGINS`). Every action is
+//! logged with the acting principal (an operator named in the configuration).
+//!
+//! Reads come from the console's memory (`view.rs`), kept by one refresher per gateway;
+//! a task's detail page reads that task once more (worker, deliveries, trace).
+
+mod api;
+mod chart;
+mod pages;
+mod session;
+mod view;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Limited};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::{HeaderMap, Method, Request, Response, StatusCode};
+use maud::Markup;
+use mcp_tasks_shared::config::ConsoleConfig;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::reply::{self, ResBody};
+use crate::state::State;
+use crate::{auth, headers};
+
+use api::Filter;
+use session::Sessions;
+use view::View;
+
+/// The console of one gateway.
+pub(crate) struct Console {
+    view: Arc<View>,
+    sessions: Sessions,
+    config: ConsoleConfig,
+}
+
+/// How often an idle event stream sends a comment (keeps proxies from closing it).
+const KEEPALIVE: Duration = Duration::from_secs(15);
+/// Largest sign-in form accepted.
+const MAX_FORM_BYTES: usize = 16 * 1024;
+
+impl Console {
+    /// The console of `config`, with its refresher started (it stops with `stop`).
+    pub(crate) fn start(
+        config: &ConsoleConfig,
+        store: &mcp_tasks_store::Store,
+        hub: &mcp_tasks_store::events::EventHub,
+        stop: CancellationToken,
+    ) -> Console {
+        if config.secret.is_none() {
+            tracing::info!(
+                "console: MCPT_CONSOLE_SECRET unset: sessions are signed with a random key of \
+                 this process (they end at a restart and other replicas do not accept them)"
+            );
+        }
+        let view = Arc::new(View::new());
+        tokio::spawn(view::refresher(
+            view.clone(),
+            store.clone(),
+            hub.clone(),
+            stop,
+        ));
+        Console {
+            view,
+            sessions: Sessions::new(config.secret.as_deref()),
+            config: config.clone(),
+        }
+    }
+}
+
+fn html(status: StatusCode, page: Markup) -> Response<ResBody> {
+    let mut res = reply::full(status, Some("text/html; charset=utf-8"), page.into_string());
+    secure_headers(res.headers_mut());
+    res
+}
+
+fn secure_headers(h: &mut HeaderMap) {
+    h.insert(
+        "content-security-policy",
+        HeaderValue::from_static("default-src 'self'; frame-ancestors 'none'; form-action 'self'"),
+    );
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+}
+
+fn see_other(to: &str) -> Response<ResBody> {
+    let mut res = reply::empty(StatusCode::SEE_OTHER);
+    if let Ok(v) = HeaderValue::from_str(to) {
+        res.headers_mut().insert(header::LOCATION, v);
+    }
+    res
+}
+
+/// What everyone outside the console gets, on every path: the gateway's own 404.
+fn not_found() -> Response<ResBody> {
+    reply::full(StatusCode::NOT_FOUND, Some("text/plain"), "not found\n")
+}
+
+/// Whether a state-changing request comes from a page of this server: its `Origin` must be
+/// present and name this server's `Host`, or be listed in `MCPT_ALLOWED_ORIGINS`.
+fn same_origin(headers: &HeaderMap, allowed: &[String]) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) else {
+        return false;
+    };
+    if allowed.iter().any(|a| a == origin) {
+        return true;
+    }
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    origin == format!("http://{host}") || origin == format!("https://{host}")
+}
+
+/// Whether `principal` is in `MCPT_CONSOLE_PRINCIPALS`. A JWT's principal is
+/// `"{iss} {sub}"`; its `sub` alone may be listed, since only `MCPT_AUTH_ISSUER` is
+/// accepted (token-file principals hold no spaces).
+fn listed(principals: &[String], principal: &str) -> bool {
+    principals.iter().any(|p| p == principal)
+        || principal
+            .split_once(' ')
+            .is_some_and(|(_, sub)| principals.iter().any(|p| p == sub))
+}
+
+fn over_tls(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .is_some_and(|v| v.as_bytes() == b"https")
+}
+
+impl Console {
+    /// The principal allowed in, if the caller is one: anyone without authentication;
+    /// else a session's or bearer token's principal listed in `MCPT_CONSOLE_PRINCIPALS`.
+    async fn who(&self, state: &State, headers: &HeaderMap) -> Option<String> {
+        if !state.auth.enabled() {
+            return Some(auth::ANONYMOUS.to_owned());
+        }
+        let principal = match self.sessions.principal(headers) {
+            Some(p) => p,
+            None if headers.contains_key(header::AUTHORIZATION) => {
+                state.auth.principal(headers).await.ok()?
+            }
+            None => return None,
+        };
+        listed(&self.config.principals, &principal).then_some(principal)
+    }
+
+    /// The principal shown in the page header (none without authentication).
+    fn shown<'a>(&self, state: &State, principal: &'a str) -> Option<&'a str> {
+        state.auth.enabled().then_some(principal)
+    }
+}
+
+/// Route one request under `/console`.
+pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
+    let Some(console) = state.console.as_ref() else {
+        return not_found();
+    };
+    if state.loopback_only && !headers::host_allowed(req.uri(), req.headers()) {
+        return reply::full(
+            StatusCode::FORBIDDEN,
+            Some("text/plain"),
+            "Host not allowed: this server only answers loopback names\n",
+        );
+    }
+    let path = req.uri().path().to_owned();
+    let method = req.method().clone();
+    if path == "/console/signin" {
+        return signin(state, console, req).await;
+    }
+    if let Some(asset) = path.strip_prefix("/console/static/") {
+        // Public: nothing in them is secret, and the sign-in page needs them.
+        return match (&method, asset) {
+            (&Method::GET, "console.css") => asset_response("text/css", pages::CSS),
+            (&Method::GET, "console.js") => asset_response("text/javascript", pages::JS),
+            _ => not_found(),
+        };
+    }
+    let Some(principal) = console.who(state, req.headers()).await else {
+        return not_found();
+    };
+    if method == Method::POST && !same_origin(req.headers(), &state.config.allowed_origins) {
+        tracing::info!(http.path = %path, "console: POST refused: Origin missing or foreign");
+        return api::error(StatusCode::FORBIDDEN, "Origin missing or not this server");
+    }
+    let query = req.uri().query().map(str::to_owned);
+    let fragment = query.as_deref().is_some_and(|q| {
+        api::pairs(q)
+            .iter()
+            .any(|(k, v)| k == "fragment" && v == "1")
+    });
+    let shown = console.shown(state, &principal);
+    let segments: Vec<&str> = path
+        .trim_start_matches("/console")
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    match (&method, segments.as_slice()) {
+        (&Method::GET, []) => {
+            let fleet = console.view.fleet();
+            let scale = chart::scale(&console.view.history());
+            if fragment {
+                html(StatusCode::OK, pages::overview_main(&fleet, scale))
+            } else {
+                html(StatusCode::OK, pages::overview(&fleet, scale, shown))
+            }
+        }
+        (&Method::GET, ["chart", "queues.svg"]) => {
+            match chart::svg(
+                &console.view.history(),
+                mcp_tasks_protocol::time::now_millis(),
+            ) {
+                Ok(svg) => {
+                    let mut res = reply::full(StatusCode::OK, Some("image/svg+xml"), svg);
+                    secure_headers(res.headers_mut());
+                    res
+                }
+                Err(why) => {
+                    tracing::warn!(error = %why, "console: chart not drawn");
+                    api::error(StatusCode::INTERNAL_SERVER_ERROR, "chart not drawn")
+                }
+            }
+        }
+        (&Method::GET, ["tasks"]) => match Filter::parse(query.as_deref()) {
+            Ok(f) if fragment => html(StatusCode::OK, pages::tasks_main(&console.view, &f)),
+            Ok(f) => html(StatusCode::OK, pages::tasks(&console.view, &f, shown)),
+            Err(why) => reply::full(StatusCode::BAD_REQUEST, Some("text/plain"), why + "\n"),
+        },
+        (&Method::GET, ["tasks", id]) => {
+            let Some(known) = console.view.task(id) else {
+                return reply::full(
+                    StatusCode::NOT_FOUND,
+                    Some("text/plain"),
+                    "unknown task id\n",
+                );
+            };
+            if fragment {
+                return html(StatusCode::OK, pages::task_main(&known));
+            }
+            let detail = state.store.console_task(id, &known.record.owner).await;
+            let detail = detail
+                .inspect_err(
+                    |e| tracing::warn!(error = %e, task.id = %id, "console: task detail not read"),
+                )
+                .ok()
+                .flatten();
+            html(
+                StatusCode::OK,
+                pages::task(
+                    &known,
+                    detail.as_ref(),
+                    console.config.trace_url.as_deref(),
+                    shown,
+                ),
+            )
+        }
+        (&Method::POST, ["tasks", id, "cancel"]) => {
+            match cancel(state, console, id, &principal).await {
+                Ok(()) => see_other(&format!("/console/tasks/{id}")),
+                Err(res) => res,
+            }
+        }
+        (&Method::POST, ["signout"]) => {
+            let mut res = see_other("/console/signin");
+            if let Ok(v) = HeaderValue::from_str(&Sessions::end()) {
+                res.headers_mut().insert(header::SET_COOKIE, v);
+            }
+            res
+        }
+        (_, ["api", rest @ ..]) => {
+            api_route(state, console, &method, rest, query.as_deref(), &principal).await
+        }
+        _ => not_found(),
+    }
+}
+
+fn asset_response(content_type: &'static str, body: &'static str) -> Response<ResBody> {
+    let mut res = reply::full(StatusCode::OK, Some(content_type), body);
+    res.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    res
+}
+
+/// `/console/api/…`.
+async fn api_route(
+    state: &Arc<State>,
+    console: &Console,
+    method: &Method,
+    rest: &[&str],
+    query: Option<&str>,
+    principal: &str,
+) -> Response<ResBody> {
+    match (method, rest) {
+        (&Method::GET, ["queues"]) => {
+            let fleet = console.view.fleet();
+            api::ok(&serde_json::json!({
+                "queues": fleet.queues,
+                "refreshed_ms": fleet.refreshed_ms,
+                "error": fleet.error,
+            }))
+        }
+        (&Method::GET, ["workers"]) => {
+            let fleet = console.view.fleet();
+            api::ok(&serde_json::json!({
+                "workers": fleet.workers,
+                "tools": fleet.tools,
+                "refreshed_ms": fleet.refreshed_ms,
+                "error": fleet.error,
+            }))
+        }
+        (&Method::GET, ["tasks"]) => match Filter::parse(query) {
+            Ok(f) => api::ok(&api::tasks(&console.view, &f)),
+            Err(why) => api::error(StatusCode::BAD_REQUEST, &why),
+        },
+        (&Method::GET, ["tasks", id]) => {
+            let Some(known) = console.view.task(id) else {
+                return api::error(StatusCode::NOT_FOUND, "unknown task id");
+            };
+            let detail = state
+                .store
+                .console_task(id, &known.record.owner)
+                .await
+                .ok()
+                .flatten();
+            api::ok(&api::task(
+                &known,
+                detail.as_ref(),
+                console.config.trace_url.as_deref(),
+            ))
+        }
+        (&Method::POST, ["tasks", id, "cancel"]) => {
+            match cancel(state, console, id, principal).await {
+                Ok(()) => api::ok(&serde_json::json!({ "cancelled": id })),
+                Err(res) => res,
+            }
+        }
+        (&Method::GET, ["events"]) => events(state, console),
+        (_, ["queues" | "workers" | "tasks" | "events"] | ["tasks", _]) => {
+            api::error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here")
+        }
+        _ => api::error(StatusCode::NOT_FOUND, "no such console API"),
+    }
+}
+
+/// Ask for a task's cancellation as an operator; logged with the acting principal.
+async fn cancel(
+    state: &State,
+    console: &Console,
+    id: &str,
+    principal: &str,
+) -> Result<(), Response<ResBody>> {
+    let Some(known) = console.view.task(id) else {
+        return Err(api::error(StatusCode::NOT_FOUND, "unknown task id"));
+    };
+    match state.store.cancel(id, &known.record.owner).await {
+        Ok(true) => {
+            tracing::info!(task.id = %id, console.principal = %principal, "console: task {id} cancelled by {principal}");
+            Ok(())
+        }
+        Ok(false) => Err(api::error(StatusCode::NOT_FOUND, "unknown task id")),
+        Err(e) => {
+            tracing::warn!(error = %e, task.id = %id, "console: cancel failed");
+            Err(api::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "redis unavailable; retry",
+            ))
+        }
+    }
+}
+
+/// `GET /console/api/events`: `event: changed` whenever the console's memory changed
+/// (at most every refresh, plus each followed task's changes), until the gateway drains.
+fn events(state: &Arc<State>, console: &Console) -> Response<ResBody> {
+    let mut changes = console.view.changes();
+    let end = state.streams_end.clone();
+    let (tx, rx) = mpsc::channel::<Bytes>(4);
+    tokio::spawn(async move {
+        if tx
+            .send(Bytes::from_static(b"retry: 3000\n\n"))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        loop {
+            let frame = tokio::select! {
+                () = end.cancelled() => return,
+                () = tx.closed() => return,
+                changed = changes.changed() => match changed {
+                    Ok(()) => {
+                        let generation = *changes.borrow_and_update();
+                        Bytes::from(format!("event: changed\ndata: {generation}\n\n"))
+                    }
+                    Err(_) => return,
+                },
+                () = tokio::time::sleep(KEEPALIVE) => Bytes::from_static(b": keep-alive\n\n"),
+            };
+            if tx.send(frame).await.is_err() {
+                return;
+            }
+        }
+    });
+    reply::sse(rx)
+}
+
+/// `/console/signin`: the form (`GET`), or a token checked with the gateway's own
+/// authentication (`POST`), answered with a session cookie for a console principal.
+async fn signin(state: &State, console: &Console, req: Request<Incoming>) -> Response<ResBody> {
+    if !state.auth.enabled() {
+        // Nothing to sign in to: everyone who reaches a loopback-only console is in.
+        return see_other("/console/");
+    }
+    match *req.method() {
+        Method::GET => html(StatusCode::OK, pages::signin(false)),
+        Method::POST => {
+            if !same_origin(req.headers(), &state.config.allowed_origins) {
+                return api::error(StatusCode::FORBIDDEN, "Origin missing or not this server");
+            }
+            let secure = over_tls(req.headers());
+            let body = match Limited::new(req.into_body(), MAX_FORM_BYTES)
+                .collect()
+                .await
+            {
+                Ok(b) => b.to_bytes(),
+                Err(_) => return api::error(StatusCode::PAYLOAD_TOO_LARGE, "form too large"),
+            };
+            let form = api::pairs(&String::from_utf8_lossy(&body));
+            let token = form
+                .iter()
+                .find(|(k, _)| k == "token")
+                .map(|(_, v)| v.trim().to_owned())
+                .unwrap_or_default();
+            let principal = if token.is_empty() {
+                None
+            } else {
+                state.auth.principal_of(&token).await.ok()
+            };
+            match principal.filter(|p| listed(&console.config.principals, p)) {
+                Some(p) => {
+                    tracing::info!(console.principal = %p, "console: {p} signed in");
+                    let mut res = see_other("/console/");
+                    if let Ok(v) = HeaderValue::from_str(&console.sessions.start(&p, secure)) {
+                        res.headers_mut().insert(header::SET_COOKIE, v);
+                    }
+                    res
+                }
+                None => {
+                    // The same answer for a bad token and a principal not allowed in.
+                    tracing::info!("console: sign-in refused");
+                    html(StatusCode::FORBIDDEN, pages::signin(true))
+                }
+            }
+        }
+        _ => reply::full(
+            StatusCode::METHOD_NOT_ALLOWED,
+            Some("text/plain"),
+            "use GET or POST\n",
+        ),
+    }
+}
