@@ -48,11 +48,9 @@ pub(crate) async fn idle_listeners(
     let t0 = Instant::now();
     let done = Arc::new(AtomicUsize::new(0));
     let ticker = Ticker::start("listeners".into(), done.clone(), l);
-    let parallel = if k == 0 {
-        LISTEN_PARALLEL
-    } else {
-        (LISTEN_PARALLEL / k).max(1)
-    };
+    let parallel = LISTEN_PARALLEL
+        .checked_div(k)
+        .map_or(LISTEN_PARALLEL, |p| p.max(1));
     let gate = Arc::new(tokio::sync::Semaphore::new(parallel));
     let mut set = JoinSet::new();
     for _ in 0..l {
