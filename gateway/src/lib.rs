@@ -99,6 +99,10 @@ pub async fn run(
     let state = Arc::new(State {
         hub: EventHub::start(&store, hub_stop.clone()),
         registry: registry::Registry::new(store.clone()),
+        forwarder: store.forwarder(mcp_tasks_store::forward::ForwardLimits {
+            wait: config.forward_wait,
+            max_in_flight: config.forward_max_in_flight,
+        }),
         auth,
         store,
         loopback_only: local.ip().is_loopback(),
