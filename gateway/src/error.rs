@@ -6,7 +6,7 @@
 use hyper::{Response, StatusCode};
 use mcp_tasks_protocol::jsonrpc::{
     ErrorObject, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Id,
-    LIMIT_EXCEEDED, METHOD_NOT_FOUND, PARSE_ERROR,
+    LIMIT_EXCEEDED, METHOD_NOT_FOUND, PARSE_ERROR, RESOURCE_NOT_FOUND_2025,
 };
 use mcp_tasks_store::StoreError;
 use serde_json::{Value, json};
@@ -58,6 +58,15 @@ pub(crate) enum DispatchError {
     /// Unknown, expired or foreign task (-32602, in-band; T-24, T-25).
     #[error("Task not found")]
     TaskNotFound,
+    /// `resources/read` of a URI no upstream has (in-band: -32602 with `data.uri`; in a
+    /// 2025 session -32002 with `data.uri`, as 2025-11-25 says).
+    #[error("{message}")]
+    ResourceNotFound {
+        /// The URI asked for.
+        uri: String,
+        /// What was not found, and why.
+        message: String,
+    },
     /// A failed task's error or another JSON-RPC error to pass through (in-band).
     #[error("{}", .0.message)]
     Rpc(Box<ErrorObject>),
@@ -135,6 +144,11 @@ impl DispatchError {
                 json!({ "requiredCapabilities": missing }),
             ),
             DispatchError::TaskNotFound => ErrorObject::new(INVALID_PARAMS, "Task not found"),
+            DispatchError::ResourceNotFound { uri, message } => ErrorObject::with_data(
+                RESOURCE_NOT_FOUND_2025,
+                message.clone(),
+                json!({ "uri": uri }),
+            ),
             DispatchError::MethodNotFound(m) => {
                 ErrorObject::new(METHOD_NOT_FOUND, format!("Method not found: {m}"))
             }
@@ -156,6 +170,7 @@ impl DispatchError {
             DispatchError::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
             DispatchError::InvalidParams(_)
             | DispatchError::TaskNotFound
+            | DispatchError::ResourceNotFound { .. }
             | DispatchError::Rpc(_)
             | DispatchError::Store(_)
             | DispatchError::Internal(_) => StatusCode::OK,
@@ -201,6 +216,9 @@ impl From<&DispatchError> for ErrorObject {
             // An unknown task and someone else's task answer alike (T-25).
             DispatchError::TaskNotFound => {
                 ErrorObject::new(INVALID_PARAMS, "Failed to retrieve task: Task not found")
+            }
+            DispatchError::ResourceNotFound { uri, message } => {
+                ErrorObject::with_data(INVALID_PARAMS, message.clone(), json!({ "uri": uri }))
             }
             DispatchError::Rpc(e) => (**e).clone(),
             DispatchError::Store(store) => match &**store {
@@ -285,6 +303,22 @@ mod tests {
             DispatchError::TaskNotFound.legacy_object().message,
             "Task not found"
         );
+    }
+
+    /// An unknown resource is -32602 with `data.uri` on 2026-07-28, -32002 in a 2025
+    /// session (2025-11-25), in-band either way.
+    #[test]
+    fn resource_not_found_by_era() {
+        let e = DispatchError::ResourceNotFound {
+            uri: "x://1".into(),
+            message: "Resource not found: x://1".into(),
+        };
+        assert_eq!(e.status(), StatusCode::OK);
+        let o = ErrorObject::from(&e);
+        assert_eq!((o.code, o.data), (-32602, Some(json!({"uri": "x://1"}))));
+        assert_eq!(e.legacy_status(), StatusCode::OK);
+        let o = e.legacy_object();
+        assert_eq!((o.code, o.data), (-32002, Some(json!({"uri": "x://1"}))));
     }
 
     /// B-23, T-39: unknown methods are 404 / -32601.

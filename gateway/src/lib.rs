@@ -108,6 +108,10 @@ pub async fn run(
         hub,
         console,
         registry: registry::Registry::new(store.clone()),
+        forwarder: store.forwarder(mcp_tasks_store::forward::ForwardLimits {
+            wait: config.forward_wait,
+            max_in_flight: config.forward_max_in_flight,
+        }),
         auth,
         store,
         loopback_only: local.ip().is_loopback(),

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use mcp_tasks_shared::config::GatewayConfig;
 use mcp_tasks_store::Store;
 use mcp_tasks_store::events::EventHub;
+use mcp_tasks_store::forward::Forwarder;
 use tokio_util::sync::CancellationToken;
 
 use crate::{auth, console, registry};
@@ -16,6 +17,8 @@ pub(crate) struct State {
     pub(crate) store: Store,
     pub(crate) hub: EventHub,
     pub(crate) registry: registry::Registry,
+    /// Forwards `prompts/*` and `resources/*` to the workers holding upstream sessions.
+    pub(crate) forwarder: Forwarder,
     /// Who may call.
     pub(crate) auth: auth::Authenticator,
     /// Listening on loopback: `Host` must be a loopback name (DNS rebinding, B-17).

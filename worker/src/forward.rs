@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_tasks_protocol::jsonrpc::ErrorObject;
+use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
 use mcp_tasks_protocol::time::now_millis;
 use mcp_tasks_store::Store;
 use mcp_tasks_store::forward::{ForwardReply, Forwarded, UpstreamAdvert};
@@ -36,35 +36,27 @@ pub trait Provider: Send + Sync {
     fn request(&self, method: String, params: Value) -> ProviderFuture;
 }
 
-/// Pop and answer `provider`'s requests until `shutdown`; answers run in `tracker`.
+/// Pop and answer `provider`'s requests until `shutdown`; answers run in `tracker`, and
+/// a result larger than `max_bytes` (`MCPT_MAX_RESULT_BYTES`) is answered with an error.
 pub(crate) async fn serve(
     store: Store,
     provider: Arc<dyn Provider>,
+    max_bytes: usize,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
     let name = provider.advert().name;
     let permits = Arc::new(Semaphore::new(AT_ONCE));
-    let mut reader = None;
+    // Reconnects by itself after an error.
+    let mut reader = store.forward_reader(&name);
     loop {
         let permit = tokio::select! {
             p = permits.clone().acquire_owned() => p.expect("never closed"),
             () = shutdown.cancelled() => return,
         };
-        let r = match &mut reader {
-            Some(r) => r,
-            None => match store.forward_reader(&name).await {
-                Ok(r) => reader.insert(r),
-                Err(e) => {
-                    tracing::warn!(upstream.name = %name, error = %e, "cannot read forwarded requests");
-                    pause(&shutdown).await;
-                    continue;
-                }
-            },
-        };
         // Stopping during the pop may lose one request: its gateway then times out.
         let next = tokio::select! {
-            n = r.next(mcp_tasks_store::READ_BLOCK) => n,
+            n = reader.next(mcp_tasks_store::READ_BLOCK) => n,
             () = shutdown.cancelled() => return,
         };
         let request = match next {
@@ -72,14 +64,13 @@ pub(crate) async fn serve(
             Ok(None) => continue,
             Err(e) => {
                 tracing::warn!(upstream.name = %name, error = %e, "cannot read forwarded requests");
-                reader = None;
                 pause(&shutdown).await;
                 continue;
             }
         };
-        let (store, provider) = (store.clone(), provider.clone());
+        let (store, provider, name) = (store.clone(), provider.clone(), name.clone());
         tracker.spawn(async move {
-            answer(&store, provider.as_ref(), request).await;
+            answer(&store, provider.as_ref(), &name, max_bytes, request).await;
             drop(permit);
         });
     }
@@ -93,14 +84,16 @@ async fn pause(shutdown: &CancellationToken) {
 }
 
 /// Ask the provider, and push its answer unless the gateway has given up meanwhile.
-async fn answer(store: &Store, provider: &dyn Provider, request: Forwarded) {
-    let Forwarded {
-        id,
-        method,
-        params,
-        deadline_ms,
-    } = request;
-    let left = u64::try_from(deadline_ms - now_millis()).unwrap_or(0);
+async fn answer(
+    store: &Store,
+    provider: &dyn Provider,
+    name: &str,
+    max_bytes: usize,
+    mut request: Forwarded,
+) {
+    let method = request.method.clone();
+    let params = std::mem::take(&mut request.params);
+    let left = u64::try_from(request.deadline_ms - now_millis()).unwrap_or(0);
     let started = std::time::Instant::now();
     let Ok(reply) = tokio::time::timeout(
         Duration::from_millis(left),
@@ -108,22 +101,54 @@ async fn answer(store: &Store, provider: &dyn Provider, request: Forwarded) {
     )
     .await
     else {
-        tracing::info!(rpc.method = %method, "forwarded {method} outlived its gateway's wait");
+        tracing::warn!(upstream.name = %name, rpc.method = %method, "forwarded {method} outlived its gateway's wait");
         return;
     };
     let ok = reply.is_ok();
     let reply = match reply {
-        Ok(v) => ForwardReply::Result(v),
+        Ok(v) => within(v, max_bytes),
         Err(e) => ForwardReply::Error(e),
     };
-    if let Err(e) = store.answer_forwarded(&id, &reply).await {
-        tracing::warn!(rpc.method = %method, error = %e, "cannot answer a forwarded {method}");
+    if let Err(e) = store.answer_forwarded(&request, reply).await {
+        tracing::warn!(upstream.name = %name, rpc.method = %method, error = %e, "cannot answer a forwarded {method}");
         return;
     }
     tracing::debug!(
+        upstream.name = %name,
         rpc.method = %method,
         ok,
         duration_ms = started.elapsed().as_millis() as u64,
         "forwarded {method} answered"
     );
+}
+
+/// `result`, unless larger than `max_bytes` (`MCPT_MAX_RESULT_BYTES`, as for tool results:
+/// an answer that large would pass through Redis and every gateway's memory).
+fn within(result: Value, max_bytes: usize) -> ForwardReply {
+    match serde_json::to_vec(&result) {
+        Ok(bytes) if bytes.len() > max_bytes => ForwardReply::Error(ErrorObject::new(
+            INTERNAL_ERROR,
+            format!(
+                "the upstream's result is {} bytes; at most {max_bytes} are forwarded (MCPT_MAX_RESULT_BYTES)",
+                bytes.len()
+            ),
+        )),
+        _ => ForwardReply::Result(result),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_result_over_the_cap_is_an_error_naming_the_variable() {
+        let big = serde_json::json!({ "contents": [{ "text": "x".repeat(100) }] });
+        assert!(matches!(within(big.clone(), 1000), ForwardReply::Result(_)));
+        let ForwardReply::Error(e) = within(big, 50) else {
+            panic!("a result over the cap passed");
+        };
+        assert_eq!(e.code, INTERNAL_ERROR);
+        assert!(e.message.contains("MCPT_MAX_RESULT_BYTES"), "{}", e.message);
+    }
 }

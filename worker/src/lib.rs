@@ -207,6 +207,7 @@ pub async fn run_serving(
         forwarding.spawn(forward::serve(
             store.clone(),
             provider,
+            config.max_result_bytes,
             shutdown.clone(),
             forwarding.clone(),
         ));
@@ -215,6 +216,8 @@ pub async fn run_serving(
     let renewing = CancellationToken::new();
     let renewer = tokio::spawn(runner.clone().renew_loop(renewing.clone()));
     runner.clone().read_loop(shutdown).await;
+    // One deadline for running jobs and forwarded requests alike.
+    let deadline = tokio::time::Instant::now() + config.shutdown_grace;
     heartbeat.abort();
     // Tasks waiting for input would hold the shutdown for the whole grace period: give them
     // to other workers now. Running jobs keep their claims (renewed) while they finish.
@@ -223,7 +226,7 @@ pub async fn run_serving(
         .give_up(&store, &runner.consumer, config.lease, true)
         .await;
     tracker.close();
-    let finished = tokio::time::timeout(config.shutdown_grace, tracker.wait())
+    let finished = tokio::time::timeout_at(deadline, tracker.wait())
         .await
         .is_ok();
     if !finished {
@@ -240,8 +243,16 @@ pub async fn run_serving(
             "jobs still running after the grace period were handed back to their queue (for another worker, or this one after a restart)"
         );
     }
-    // Forwarded requests are short (their gateways wait seconds): the grace covers them.
-    let _ = tokio::time::timeout(config.shutdown_grace, forwarding.wait()).await;
+    // Forwarded requests ran meanwhile; whatever still runs at the deadline is cut off
+    // (its gateway reports it taken but unanswered).
+    if tokio::time::timeout_at(deadline, forwarding.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "forwarded requests still running at the end of the grace period were dropped"
+        );
+    }
     hub_stop.cancel();
     tracing::info!("worker stopped");
     Ok(())

@@ -17,14 +17,7 @@ const DISCOVER_TTL_MS: u64 = 60_000;
 
 pub(crate) async fn discover(state: &State, req: &Request) -> Result<Reply, DispatchError> {
     let mut capabilities = json!({ "tools": {}, "extensions": { TASKS_EXTENSION: {} } });
-    // While a live worker serves an upstream's prompts or resources.
-    let (prompts, resources) = forward::offered(state).await?;
-    if prompts {
-        capabilities["prompts"] = json!({ "listChanged": false });
-    }
-    if resources {
-        capabilities["resources"] = json!({ "subscribe": false, "listChanged": false });
-    }
+    forward::add_capabilities(state, &mut capabilities).await;
     let result = DiscoverResult {
         result_type: "complete",
         supported_versions: vec![PROTOCOL_VERSION],

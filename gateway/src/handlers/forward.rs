@@ -11,20 +11,22 @@
 //!
 //! Pagination: the upstreams offering a list are paged one after the other, in advert
 //! order, and a page never mixes two: our cursor names the upstream and carries its own
-//! cursor (`{"u": NAME, "c": CURSOR}` in base64url); when an upstream's last page is
+//! cursor and the list it pages (`{"m": METHOD, "u": NAME, "c": CURSOR}` in base64url, so a
+//! `prompts/list` cursor is no `resources/list` one); when an upstream's last page is
 //! served, `nextCursor` points at the next upstream's first page. A page may thus be empty
 //! (an upstream with nothing to list) and still have a `nextCursor`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use base64::Engine as _;
-use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR, INVALID_PARAMS, result_bytes};
+use mcp_tasks_protocol::jsonrpc::{
+    ErrorObject, INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND_2025, result_bytes,
+};
 use mcp_tasks_protocol::meta::server_meta;
 use mcp_tasks_protocol::method::Method;
 use mcp_tasks_protocol::params::{GetPromptParams, Member, ReadResourceParams};
 use mcp_tasks_protocol::results::{CacheScope, ForwardedResult};
-use mcp_tasks_store::forward::{ForwardReply, UpstreamAdvert};
+use mcp_tasks_store::forward::{ForwardReply, MAX_QUEUED, Outcome, UpstreamAdvert};
 use serde_json::{Map, Value, json};
 
 use crate::envelope::Request;
@@ -32,21 +34,33 @@ use crate::error::DispatchError;
 use crate::reply::Reply;
 use crate::state::State;
 
-/// How long a forwarded request waits for a worker's answer.
-const FORWARD_WAIT: Duration = Duration::from_secs(30);
 /// How long a client may cache a page of prompts, resources or templates.
 pub(crate) const LIST_TTL_MS: u64 = 5_000;
 /// Resources may change at any time (server-everything's carry a timestamp): a read is
 /// stale at once.
 pub(crate) const READ_TTL_MS: u64 = 0;
 
-/// Whether live upstreams offer prompts, and resources (the capabilities to advertise).
-pub(crate) async fn offered(state: &State) -> Result<(bool, bool), DispatchError> {
-    let ups = state.registry.upstreams().await?;
-    Ok((
-        ups.iter().any(|u| u.prompts),
-        ups.iter().any(|u| u.resources),
-    ))
+/// Add `prompts` and `resources` to `capabilities` while a live upstream offers them;
+/// `server/discover` and a 2025 `initialize` both ask here. When Redis cannot say which
+/// upstreams are live, neither is offered (the request still succeeds: tools do not depend
+/// on it), and the failure is logged.
+pub(crate) async fn add_capabilities(state: &State, capabilities: &mut Value) {
+    let ups = match state.registry.upstreams().await {
+        Ok(ups) => ups,
+        Err(e) => {
+            tracing::warn!(
+                error = %mcp_tasks_shared::error_chain(&e),
+                "cannot read upstream adverts; prompts and resources not offered"
+            );
+            return;
+        }
+    };
+    if ups.iter().any(|u| u.prompts) {
+        capabilities["prompts"] = json!({ "listChanged": false });
+    }
+    if ups.iter().any(|u| u.resources) {
+        capabilities["resources"] = json!({ "subscribe": false, "listChanged": false });
+    }
 }
 
 /// A 2026-07-28 answer: the forwarded result with `resultType`, the caching hints (§15;
@@ -103,7 +117,7 @@ pub(crate) async fn list(
     let ups = serving(state, method).await?;
     let (index, theirs) = match cursor {
         Member::Absent | Member::Invalid(Value::Null) => (0, None),
-        Member::Valid(ours) => read_cursor(&ups, ours)?,
+        Member::Valid(ours) => read_cursor(&ups, method, ours)?,
         Member::Invalid(_) => {
             return Err(DispatchError::InvalidParams(
                 "params.cursor must be a string (a nextCursor of an earlier page)".into(),
@@ -121,8 +135,10 @@ pub(crate) async fn list(
     };
     page.remove("_meta");
     let next = match page.remove("nextCursor") {
-        Some(Value::String(c)) if !c.is_empty() => Some(write_cursor(&up.name, Some(&c))),
-        _ => ups.get(index + 1).map(|n| write_cursor(&n.name, None)),
+        Some(Value::String(c)) if !c.is_empty() => Some(write_cursor(method, &up.name, Some(&c))),
+        _ => ups
+            .get(index + 1)
+            .map(|n| write_cursor(method, &n.name, None)),
     };
     if method == Method::PromptsList && !up.prefix.is_empty() {
         let Some(Value::Array(prompts)) = page.get_mut("prompts") else {
@@ -187,8 +203,8 @@ pub(crate) async fn get_prompt(
     object(up, Method::PromptsGet, value)
 }
 
-/// `resources/read`'s result, without `_meta`. An unknown URI is -32602 with `data.uri`
-/// (the upstream's "not found" too, whatever its code).
+/// `resources/read`'s result, without `_meta`. An unknown URI is
+/// [`DispatchError::ResourceNotFound`] (the upstream's "not found" too: -32602 or -32002).
 pub(crate) async fn read(
     state: &Arc<State>,
     params: ReadResourceParams,
@@ -199,8 +215,9 @@ pub(crate) async fn read(
             "params.uri must be a string".into(),
         ));
     };
-    let not_found = |message: String| -> DispatchError {
-        ErrorObject::with_data(INVALID_PARAMS, message, json!({ "uri": uri })).into()
+    let not_found = |message: String| DispatchError::ResourceNotFound {
+        uri: uri.clone(),
+        message,
     };
     let routed = ups
         .iter()
@@ -219,10 +236,7 @@ pub(crate) async fn read(
         )));
     };
     match forward(state, up, Method::ResourcesRead, json!({ "uri": uri })).await {
-        // -32002 is the 2025 "resource not found"; the 2026 code is -32602 (SEP-2164).
-        Err(DispatchError::Rpc(e)) if e.code == INVALID_PARAMS || e.code == -32002 => {
-            Err(not_found(e.message))
-        }
+        Err(DispatchError::InvalidParams(message)) => Err(not_found(message)),
         Err(e) => Err(e),
         Ok(value) => {
             let result = object(up, Method::ResourcesRead, value)?;
@@ -235,29 +249,50 @@ pub(crate) async fn read(
     }
 }
 
-/// Ask a worker fronting `up`; its upstream's error comes back as [`DispatchError::Rpc`].
+/// Ask a worker fronting `up`. Its upstream's error comes back as -32602
+/// ([`DispatchError::InvalidParams`]: the upstream's -32602, and -32002, the 2025 "resource
+/// not found") or -32603 with the upstream's message (every other code: an upstream's
+/// -32601 or -32000…-32099 mean nothing to our client for a method we advertise).
 async fn forward(
     state: &State,
     up: &UpstreamAdvert,
     method: Method,
     params: Value,
 ) -> Result<Value, DispatchError> {
-    match state
-        .store
-        .forward(&up.name, method.as_str(), params, FORWARD_WAIT)
-        .await?
-    {
-        Some(ForwardReply::Result(v)) => Ok(v),
-        Some(ForwardReply::Error(e)) => Err(e.into()),
-        None => Err(ErrorObject::new(
+    let forwarder = &state.forwarder;
+    let wait = forwarder.wait().as_secs_f64();
+    let failed = |why: String| -> DispatchError {
+        ErrorObject::new(INTERNAL_ERROR, format!("upstream {} {why}", up.name)).into()
+    };
+    match forwarder.forward(&up.name, method.as_str(), params).await? {
+        Outcome::Answered(ForwardReply::Result(v)) => Ok(v),
+        Outcome::Answered(ForwardReply::Error(e)) => Err(upstream_error(e)),
+        Outcome::Busy => Err(ErrorObject::new(
             INTERNAL_ERROR,
             format!(
-                "upstream {} did not answer {method} within {} s: no worker serving it took the request, or it is too slow",
-                up.name,
-                FORWARD_WAIT.as_secs()
+                "busy: this gateway already waits on {} forwarded upstream requests (MCPT_FORWARD_MAX_IN_FLIGHT); try again shortly",
+                state.config.forward_max_in_flight
             ),
         )
         .into()),
+        Outcome::Backlogged => Err(failed(format!(
+            "is busy: {MAX_QUEUED} requests already wait for its workers; try again shortly"
+        ))),
+        Outcome::NotTaken => Err(failed(format!(
+            "did not answer {method}: no worker serving it took the request within {wait} s (MCPT_FORWARD_WAIT)"
+        ))),
+        Outcome::Unanswered => Err(failed(format!(
+            "did not answer {method}: a worker took the request but no answer came within {wait} s (MCPT_FORWARD_WAIT)"
+        ))),
+    }
+}
+
+/// An upstream's error, in the codes a client of ours may see for these methods.
+fn upstream_error(e: ErrorObject) -> DispatchError {
+    match e.code {
+        INVALID_PARAMS | RESOURCE_NOT_FOUND_2025 => DispatchError::InvalidParams(e.message),
+        INTERNAL_ERROR => e.into(),
+        _ => ErrorObject::new(INTERNAL_ERROR, e.message).into(),
     }
 }
 
@@ -286,15 +321,17 @@ fn malformed(up: &UpstreamAdvert, method: Method) -> DispatchError {
     .into()
 }
 
-/// Our cursor: which upstream, and its cursor (none: its first page).
-fn write_cursor(upstream: &str, theirs: Option<&str>) -> String {
-    let json = json!({ "u": upstream, "c": theirs }).to_string();
+/// Our cursor: which list, which upstream, and its cursor (none: its first page).
+fn write_cursor(method: Method, upstream: &str, theirs: Option<&str>) -> String {
+    let json = json!({ "m": method.as_str(), "u": upstream, "c": theirs }).to_string();
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
 }
 
-/// The index of the cursor's upstream in `ups`, and its cursor.
+/// The index of the cursor's upstream in `ups`, and its cursor; a cursor of another list
+/// than `method`'s is refused.
 fn read_cursor(
     ups: &[UpstreamAdvert],
+    method: Method,
     ours: &str,
 ) -> Result<(usize, Option<String>), DispatchError> {
     let bad = |why: &str| DispatchError::InvalidParams(format!("invalid cursor: {why}"));
@@ -307,6 +344,9 @@ fn read_cursor(
     else {
         return Err(bad("not a nextCursor this server gave"));
     };
+    if decoded.get("m").and_then(Value::as_str) != Some(method.as_str()) {
+        return Err(bad(&format!("not a nextCursor of {method}")));
+    }
     let theirs = match theirs {
         Value::Null => None,
         Value::String(c) => Some(c.clone()),
@@ -321,30 +361,28 @@ fn read_cursor(
 }
 
 /// Whether `uri` fits the RFC 6570 `template` (`{var}` stands for one or more characters
-/// other than `/`; `{+var}`, `{#var}` for any).
+/// other than `/`; `{+var}`, `{#var}` for any). The template is compiled to a regular
+/// expression, which the `regex` crate matches in time linear in the URI, so a long URI
+/// cannot make matching backtrack; a template that does not compile matches nothing.
 fn template_matches(template: &str, uri: &str) -> bool {
-    let Some(open) = template.find('{') else {
-        return template == uri;
-    };
-    let (literal, rest) = template.split_at(open);
-    let Some(uri) = uri.strip_prefix(literal) else {
-        return false;
-    };
-    let Some(close) = rest.find('}') else {
-        return false;
-    };
-    let any = rest[1..close].starts_with(['+', '#']);
-    let after = &rest[close + 1..];
-    for (i, c) in uri.char_indices() {
-        if c == '/' && !any {
-            break;
-        }
-        let end = i + c.len_utf8();
-        if template_matches(after, &uri[end..]) {
-            return true;
-        }
+    let mut pattern = String::from("^");
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        pattern.push_str(&regex::escape(&rest[..open]));
+        let Some(close) = rest[open..].find('}') else {
+            return false;
+        };
+        let var = &rest[open + 1..open + close];
+        pattern.push_str(if var.starts_with(['+', '#']) {
+            "(?s:.+)"
+        } else {
+            "[^/]+"
+        });
+        rest = &rest[open + close + 1..];
     }
-    false
+    pattern.push_str(&regex::escape(rest));
+    pattern.push('$');
+    regex::Regex::new(&pattern).is_ok_and(|r| r.is_match(uri))
 }
 
 #[cfg(test)]
@@ -363,6 +401,18 @@ mod tests {
         assert!(!template_matches("x://{a}/{b}.txt", "x://1/2.md"));
     }
 
+    /// Many variables and a long URI that almost fits: a backtracking matcher would try
+    /// every split (hours); this one answers at once.
+    #[test]
+    fn a_long_uri_does_not_make_matching_backtrack() {
+        let t = "x://{a}{b}{c}{d}{e}{f}{g}{h}.txt";
+        let uri = format!("x://{}", "a".repeat(100_000));
+        let started = std::time::Instant::now();
+        assert!(!template_matches(t, &uri));
+        assert!(template_matches(t, &format!("{uri}.txt")));
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+
     #[test]
     fn a_cursor_names_its_upstream() {
         let up = |name: &str| UpstreamAdvert {
@@ -377,12 +427,14 @@ mod tests {
             heartbeat_ms: 0,
         };
         let ups = [up("a"), up("b")];
-        let c = write_cursor("b", Some("p2"));
-        assert_eq!(read_cursor(&ups, &c).ok(), Some((1, Some("p2".into()))));
-        let c = write_cursor("b", None);
-        assert_eq!(read_cursor(&ups, &c).ok(), Some((1, None)));
-        for bad in ["", "!!", &write_cursor("gone", None)] {
-            let e = read_cursor(&ups, bad).expect_err(bad).to_string();
+        let p = Method::PromptsList;
+        let c = write_cursor(p, "b", Some("p2"));
+        assert_eq!(read_cursor(&ups, p, &c).ok(), Some((1, Some("p2".into()))));
+        let c = write_cursor(p, "b", None);
+        assert_eq!(read_cursor(&ups, p, &c).ok(), Some((1, None)));
+        let other = write_cursor(Method::ResourcesList, "b", None);
+        for bad in ["", "!!", &write_cursor(p, "gone", None), &other] {
+            let e = read_cursor(&ups, p, bad).expect_err(bad).to_string();
             assert!(e.starts_with("invalid cursor: "), "{e}");
         }
     }

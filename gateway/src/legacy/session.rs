@@ -165,20 +165,7 @@ pub(crate) async fn initialize(
         caps["tasks"] =
             json!({ "list": {}, "cancel": {}, "requests": { "tools": { "call": {} } } });
     }
-    // Offered while a live worker serves an upstream's prompts or resources.
-    match crate::handlers::forward::offered(state).await {
-        Ok((prompts, resources)) => {
-            if prompts {
-                caps["prompts"] = json!({ "listChanged": false });
-            }
-            if resources {
-                caps["resources"] = json!({ "subscribe": false, "listChanged": false });
-            }
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot read upstream adverts; prompts and resources not offered")
-        }
-    }
+    crate::handlers::forward::add_capabilities(state, &mut caps).await;
     let client = params
         .client_info
         .valid()

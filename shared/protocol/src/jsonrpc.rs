@@ -21,6 +21,9 @@ pub const HEADER_MISMATCH: i64 = -32020;
 pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// The requested protocol version is not served (B-19).
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// 2025 revisions (2025-11-25 server/resources): the resource a `resources/read` named does
+/// not exist; 2026-07-28 answers -32602 with `data.uri` instead (SEP-2164).
+pub const RESOURCE_NOT_FOUND_2025: i64 = -32002;
 /// (Project-defined.) A per-caller limit is reached. The specification defines no code for
 /// this, and application codes belong outside `-32768…-32000` (base-protocol §16.3).
 pub const LIMIT_EXCEEDED: i64 = -31001;

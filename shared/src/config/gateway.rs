@@ -24,6 +24,20 @@ pub const ENV_SYNC_TIMEOUT: &str = "MCPT_SYNC_TIMEOUT";
 /// Default synchronous wait: 5 minutes.
 pub const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// How long a forwarded upstream request (`prompts/*`, `resources/*`) waits for the worker
+/// holding the upstream session to answer.
+pub const ENV_FORWARD_WAIT: &str = "MCPT_FORWARD_WAIT";
+
+/// Default forwarded-request wait.
+pub const DEFAULT_FORWARD_WAIT: Duration = Duration::from_secs(30);
+
+/// Forwarded upstream requests one gateway waits on at once; past it a request is answered
+/// -32603 "busy" at once.
+pub const ENV_FORWARD_MAX_IN_FLIGHT: &str = "MCPT_FORWARD_MAX_IN_FLIGHT";
+
+/// Default forwarded requests in flight per gateway.
+pub const DEFAULT_FORWARD_MAX_IN_FLIGHT: usize = 256;
+
 /// How long an `auto` tool may run before the client gets a task handle instead.
 pub const ENV_AUTO_WAIT: &str = "MCPT_AUTO_WAIT";
 
@@ -99,6 +113,10 @@ pub struct GatewayConfig {
     pub sync_timeout: Duration,
     /// `MCPT_AUTO_WAIT`, default 250ms.
     pub auto_wait: Duration,
+    /// `MCPT_FORWARD_WAIT`, default 30s.
+    pub forward_wait: Duration,
+    /// `MCPT_FORWARD_MAX_IN_FLIGHT`, default 256.
+    pub forward_max_in_flight: usize,
     /// `MCPT_SHUTDOWN_GRACE`, default 30s: in-flight requests get this long.
     pub shutdown_grace: Duration,
     /// `MCPT_DRAIN_DELAY`, default 2s: serving while not-ready after SIGTERM.
@@ -202,6 +220,20 @@ impl GatewayConfig {
                 DEFAULT_IDLE_TIMEOUT,
                 "a duration from 100ms, like 90s",
                 |s| parse_duration(s).filter(|d| *d >= Duration::from_millis(100)),
+            )?,
+            forward_wait: parsed(
+                src,
+                ENV_FORWARD_WAIT,
+                DEFAULT_FORWARD_WAIT,
+                "a duration from 100ms, like 30s",
+                |s| parse_duration(s).filter(|d| *d >= Duration::from_millis(100)),
+            )?,
+            forward_max_in_flight: parsed(
+                src,
+                ENV_FORWARD_MAX_IN_FLIGHT,
+                DEFAULT_FORWARD_MAX_IN_FLIGHT,
+                "a whole number ≥ 1",
+                |s| s.parse().ok().filter(|n| *n >= 1),
             )?,
             max_connections: parsed(
                 src,

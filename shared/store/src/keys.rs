@@ -99,9 +99,10 @@ pub fn forward_key(upstream: &str) -> String {
     format!("mcpt:forward:{{{upstream}}}")
 }
 
-/// `mcpt:forwarded:{ID}` — the one-item list a forwarded request's answer is pushed to.
-pub fn forwarded_key(request_id: &str) -> String {
-    format!("mcpt:forwarded:{{{request_id}}}")
+/// `mcpt:forwarded:{GATEWAY}` — the list answers to one gateway process' forwarded
+/// requests are pushed to (`GATEWAY`: an id the process draws at start).
+pub fn forwarded_key(gateway: &str) -> String {
+    format!("mcpt:forwarded:{{{gateway}}}")
 }
 
 /// `mcpt:upstreams` — hash of upstream advertisements (entry name → JSON): which

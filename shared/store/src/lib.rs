@@ -9,7 +9,7 @@
 //! | `mcpt:queues` | set | every queue name a worker has served | worker start | — |
 //! | `mcpt:upstreams` | hash | `[[upstream]]` name → [`forward::UpstreamAdvert`] JSON (prompts, resources) | workers' heartbeats | stale after 15 s |
 //! | `mcpt:forward:{NAME}` | list | [`forward::Forwarded`] requests for an upstream's workers | gateways (`LPUSH`) | a minute past the last push |
-//! | `mcpt:forwarded:{ID}` | list | the one [`forward::ForwardReply`] to a forwarded request | a worker | a minute |
+//! | `mcpt:forwarded:{GATEWAY}` | list | answers to one gateway process' forwarded requests (id + [`forward::ForwardReply`]) | workers (`LPUSH`) | a minute past the last answer |
 //!
 //! In Redis Cluster (`MCPT_REDIS_URL` naming several nodes, see [`RedisTarget`])
 //! a task's hash and channel and its queue's stream carry the tag of the task's shard

@@ -379,6 +379,81 @@ impl ShardReader {
     }
 }
 
+/// A connection of its own for blocking commands on one key (a forwarded request's list, a
+/// gateway's reply list), made as the job reader makes its own: to the one Redis (for
+/// Sentinel, the primary the sentinels name now, asked again after a promotion was
+/// announced or the connection failed), or in a cluster to the primary owning the key's
+/// slot, found by following `MOVED` from a seed node. It connects lazily and again after
+/// any error, so a caller just retries after a pause.
+pub(crate) struct KeyCon {
+    backend: Backend,
+    /// Cluster: the primary owning the key's slot, once a `MOVED` named it.
+    node: Option<(String, u16)>,
+    con: Option<(MultiplexedConnection, u64)>,
+}
+
+impl KeyCon {
+    pub(crate) fn new(backend: Backend) -> KeyCon {
+        KeyCon {
+            backend,
+            node: None,
+            con: None,
+        }
+    }
+
+    async fn connect(&mut self) -> redis::RedisResult<&mut MultiplexedConnection> {
+        let switches = self.backend.switches();
+        if self.con.as_ref().is_some_and(|(_, at)| *at != switches) {
+            // A promotion since: this may be the former primary.
+            self.con = None;
+        }
+        if self.con.is_none() {
+            let client = match self.backend.single().await {
+                Some(client) => client?,
+                None => {
+                    let Backend::Cluster { seeds } = &self.backend else {
+                        unreachable!("only a cluster has no single Redis")
+                    };
+                    redis::Client::open(node_info(seeds, self.node.as_ref())?)?
+                }
+            };
+            let con = client
+                .get_multiplexed_async_connection_with_config(&blocking_config())
+                .await?;
+            self.con = Some((con, switches));
+        }
+        Ok(&mut self.con.as_mut().expect("just connected").0)
+    }
+
+    /// Run `cmd` (blocking at most [`READ_BLOCK`]); any error drops the connection.
+    pub(crate) async fn query<T: redis::FromRedisValue>(
+        &mut self,
+        cmd: &redis::Cmd,
+    ) -> redis::RedisResult<T> {
+        // A redirect or two (first contact, a slot that moved), then give up for now.
+        for _ in 0..3 {
+            let con = self.connect().await?;
+            match cmd.query_async(con).await {
+                Ok(v) => return Ok(v),
+                Err(e) => {
+                    self.con = None;
+                    match e.redirect_node().and_then(|(addr, _)| parse_addr(addr)) {
+                        Some(node) => self.node = Some(node),
+                        None => {
+                            self.node = None;
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        }
+        Err(redis::RedisError::from((
+            redis::ErrorKind::Io,
+            "key redirected too often",
+        )))
+    }
+}
+
 /// `host:port` of a `MOVED` reply.
 fn parse_addr(addr: &str) -> Option<(String, u16)> {
     let (host, port) = addr.rsplit_once(':')?;

@@ -732,8 +732,54 @@ async fn upstream_prompts_and_resources_are_served_by_any_gateway() -> Result<()
     let body = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
         "params": {"uri": unknown}});
     let r = c.post_raw(&headers, serde_json::to_vec(&body)?).await?;
-    assert_eq!(r.body["error"]["code"], -32602, "{}", r.body);
+    // 2025-11-25: an unknown resource is -32002 (2026-07-28: -32602), with data.uri.
+    assert_eq!(r.body["error"]["code"], -32002, "{}", r.body);
+    assert_eq!(r.body["error"]["data"]["uri"], unknown, "{}", r.body);
     drop(other);
+    s.stop()
+}
+
+/// An entry with `resources = true` only (no `tools`): resources are offered and read,
+/// prompts are not (-32601); a `prompts/list`-shaped cursor is no `resources/list` cursor.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resources_only_entry_serves_resources_alone() -> Result<()> {
+    let s = start(
+        &format!(
+            "[[upstream]]\nname = \"res\"\n{}\nresources = true\n",
+            everything_command()?
+        ),
+        "echo",
+    )
+    .await?;
+    let none = mcp_tasks_tests::caps_none();
+    let c = &s.client;
+    let d = poll_until(WITHIN, || async {
+        let d = result_of(&c.request("server/discover", json!({}), &none).await.ok()?).ok()?;
+        d["capabilities"]["resources"].is_object().then_some(d)
+    })
+    .await?;
+    assert!(d["capabilities"].get("prompts").is_none(), "{d}");
+    let r = c.request("prompts/list", json!({}), &none).await?;
+    assert_eq!(error_of(&r)?["code"], -32601, "{}", r.body);
+    let listed = result_of(&c.request("resources/list", json!({}), &none).await?)?;
+    let first = listed["resources"][0]["uri"]
+        .as_str()
+        .with_context(|| format!("no resource listed: {listed}"))?;
+    let read = result_of(
+        &c.request("resources/read", json!({"uri": first}), &none)
+            .await?,
+    )?;
+    assert_eq!(read["contents"][0]["uri"], first, "{read}");
+    // A cursor of another list (as our prompts/list would write it for this upstream).
+    let foreign = base64::Engine::encode(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        json!({"m": "prompts/list", "u": "res", "c": null}).to_string(),
+    );
+    let e = error_of(
+        &c.request("resources/list", json!({"cursor": foreign}), &none)
+            .await?,
+    )?;
+    assert_eq!(e["code"], -32602, "{e}");
     s.stop()
 }
 

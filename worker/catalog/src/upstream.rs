@@ -43,6 +43,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use mcp_tasks_protocol::jsonrpc::METHOD_NOT_FOUND;
 use mcp_tasks_protocol::tools::Tool as WireTool;
 use mcp_tasks_shared::config::WorkerConfig;
 use serde::Deserialize;
@@ -53,7 +54,7 @@ use super::{FieldError, bad, check_schema, directory, tool_spec};
 use mcp_tasks_worker::{CallToolResult, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
 
 pub(crate) use self::provide::Claims;
-use self::session::{Pool, Session};
+use self::session::{Pool, RpcError, Session};
 use mcp_tasks_worker::Provider;
 use mcp_tasks_worker::UpstreamAdvert;
 
@@ -383,7 +384,8 @@ impl Upstream {
         if self.resources {
             advert.resource_uris =
                 provide::list_all(session, "resources/list", "resources", "uri").await?;
-            advert.resource_templates = provide::list_all(
+            // Templates are optional: a server without any may not know the method.
+            advert.resource_templates = provide::list_all_or_none(
                 session,
                 "resources/templates/list",
                 "resourceTemplates",
@@ -448,9 +450,34 @@ impl Upstream {
     }
 }
 
-/// Every page of the upstream's `tools/list`.
+/// Every tool the upstream lists.
 async fn list_tools(session: &Session) -> Result<Vec<WireTool>, String> {
-    let mut tools = Vec::new();
+    list_pages(session, "tools/list", "tools")
+        .await
+        .map_err(|e| e.why)?
+        .into_iter()
+        .map(|t| {
+            serde_json::from_value(t).map_err(|e| format!("a tool listing does not parse: {e}"))
+        })
+        .collect()
+}
+
+/// Why an upstream list could not be read.
+#[derive(Debug)]
+struct ListError {
+    /// The upstream answered -32601: it has no such list.
+    not_found: bool,
+    why: String,
+}
+
+/// Every item of a paged upstream list (`tools/list` → its `tools`), following
+/// `nextCursor`.
+async fn list_pages(session: &Session, method: &str, items: &str) -> Result<Vec<Value>, ListError> {
+    let fail = |why: String| ListError {
+        not_found: false,
+        why,
+    };
+    let mut found = Vec::new();
     let mut cursor: Option<String> = None;
     // Bounded, so a server that always returns a cursor cannot hold the start forever.
     for _ in 0..1000 {
@@ -458,25 +485,23 @@ async fn list_tools(session: &Session) -> Result<Vec<WireTool>, String> {
             Some(c) => json!({"cursor": c}),
             None => json!({}),
         };
-        let page = tokio::time::timeout(LIST_TIMEOUT, session.request("tools/list", params))
+        let page = tokio::time::timeout(LIST_TIMEOUT, session.request(method, params))
             .await
-            .map_err(|_| format!("no answer within {}s", LIST_TIMEOUT.as_secs()))?
-            .map_err(|e| e.to_string())?;
-        let list = page
-            .get("tools")
-            .and_then(Value::as_array)
-            .ok_or("the answer has no tools list")?;
-        for t in list {
-            let t: WireTool = serde_json::from_value(t.clone())
-                .map_err(|e| format!("a tool listing does not parse: {e}"))?;
-            tools.push(t);
-        }
+            .map_err(|_| fail(format!("no answer within {}s", LIST_TIMEOUT.as_secs())))?
+            .map_err(|e| ListError {
+                not_found: matches!(&e, RpcError::Error(o) if o.code == METHOD_NOT_FOUND),
+                why: e.to_string(),
+            })?;
+        let Some(Value::Array(list)) = page.get(items) else {
+            return Err(fail(format!("the answer has no {items} list")));
+        };
+        found.extend(list.iter().cloned());
         match page.get("nextCursor").and_then(Value::as_str) {
             Some(c) if !c.is_empty() => cursor = Some(c.to_owned()),
-            _ => return Ok(tools),
+            _ => return Ok(found),
         }
     }
-    Err("more than 1000 pages".to_owned())
+    Err(fail("more than 1000 pages".to_owned()))
 }
 
 /// One upstream tool offered by this worker.

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR, METHOD_NOT_FOUND};
 use mcp_tasks_worker::UpstreamAdvert;
 use mcp_tasks_worker::{Provider, ProviderFuture};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::LIST_TIMEOUT;
+use super::list_pages;
 use super::session::{Incoming, Pool, RpcError, Session};
 
 /// The methods forwarded, and which switch each needs.
@@ -38,34 +38,36 @@ pub(super) async fn list_all(
     items: &str,
     member: &str,
 ) -> Result<Vec<String>, String> {
-    let mut found = Vec::new();
-    let mut cursor: Option<String> = None;
-    // Bounded, so a server that always returns a cursor cannot hold the start forever.
-    for _ in 0..1000 {
-        let params = match &cursor {
-            Some(c) => json!({"cursor": c}),
-            None => json!({}),
-        };
-        let page = tokio::time::timeout(LIST_TIMEOUT, session.request(method, params))
-            .await
-            .map_err(|_| format!("{method}: no answer within {}s", LIST_TIMEOUT.as_secs()))?
-            .map_err(|e| format!("{method} failed: {e}"))?;
-        let list = page
-            .get(items)
-            .and_then(Value::as_array)
-            .ok_or_else(|| format!("{method}: the answer has no {items} list"))?;
-        for item in list {
-            let Some(m) = item.get(member).and_then(Value::as_str) else {
-                return Err(format!("{method}: an item has no {member} string"));
-            };
-            found.push(m.to_owned());
-        }
-        match page.get("nextCursor").and_then(Value::as_str) {
-            Some(c) if !c.is_empty() => cursor = Some(c.to_owned()),
-            _ => return Ok(found),
-        }
+    let listed = list_pages(session, method, items)
+        .await
+        .map_err(|e| format!("{method} failed: {}", e.why))?;
+    members(method, &listed, member)
+}
+
+/// [`list_all`], but an upstream answering -32601 (it has no such list) has none.
+pub(super) async fn list_all_or_none(
+    session: &Session,
+    method: &str,
+    items: &str,
+    member: &str,
+) -> Result<Vec<String>, String> {
+    match list_pages(session, method, items).await {
+        Ok(listed) => members(method, &listed, member),
+        Err(e) if e.not_found => Ok(Vec::new()),
+        Err(e) => Err(format!("{method} failed: {}", e.why)),
     }
-    Err(format!("{method}: more than 1000 pages"))
+}
+
+fn members(method: &str, listed: &[Value], member: &str) -> Result<Vec<String>, String> {
+    listed
+        .iter()
+        .map(|item| {
+            item.get(member)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| format!("{method}: an item has no {member} string"))
+        })
+        .collect()
 }
 
 impl Claims {
@@ -165,16 +167,39 @@ async fn ask(
             lease.finish();
             Ok(without_meta(v))
         }
-        Err(RpcError::Error(mut e)) => {
-            // The session is fine: the upstream answered.
+        Err(RpcError::Error(e)) => {
+            // The session is fine: the upstream answered. Its details (data, a long
+            // message) are for our logs; the client gets the code and the first line.
             lease.finish();
-            e.message = format!("upstream {name}: {}", e.message);
-            Err(e)
+            tracing::warn!(
+                upstream.name = %name,
+                rpc.method = %method,
+                error.code = e.code,
+                error.message = %e.message,
+                error.data = ?e.data,
+                "upstream {name} answered {method} with an error"
+            );
+            let first = e.message.lines().next().unwrap_or_default();
+            Err(ErrorObject::new(
+                e.code,
+                format!("upstream {name}: {}", short(first)),
+            ))
         }
-        Err(RpcError::Closed(why)) => Err(ErrorObject::new(
-            INTERNAL_ERROR,
-            format!("upstream {name} closed the connection: {why}"),
-        )),
+        Err(RpcError::Closed(why)) => {
+            tracing::warn!(upstream.name = %name, rpc.method = %method, error = %why, "upstream {name} closed the connection during {method}");
+            Err(ErrorObject::new(
+                INTERNAL_ERROR,
+                format!("upstream {name} closed the connection"),
+            ))
+        }
+    }
+}
+
+/// At most 200 characters of `message`.
+fn short(message: &str) -> String {
+    match message.char_indices().nth(200) {
+        Some((at, _)) => format!("{}…", &message[..at]),
+        None => message.to_owned(),
     }
 }
 

@@ -18,13 +18,15 @@ use std::time::Duration;
 
 use mcp_tasks_protocol::jsonrpc::ErrorObject;
 use redis::AsyncCommands as _;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{
-    Backend, CONNECT_TIMEOUT, Con, RESPONSE_TIMEOUT, Store, StoreError, StoreResult, keys,
-};
+use crate::reader::KeyCon;
+use crate::{Store, StoreError, StoreResult, keys};
+
+mod waiter;
+
+pub use waiter::{ForwardLimits, Forwarder, MAX_QUEUED, Outcome};
 
 /// One `[[upstream]]` entry whose prompts or resources a worker serves, as advertised in
 /// `mcpt:upstreams` (renewed with the tool adverts, stale like them).
@@ -57,8 +59,10 @@ pub struct UpstreamAdvert {
 /// A request forwarded to a worker fronting an upstream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Forwarded {
-    /// Names the reply list.
+    /// Tells its answer from the others on the reply list.
     pub id: String,
+    /// The reply list of the waiting gateway (`mcpt:forwarded:{GATEWAY}`).
+    pub reply_to: String,
     /// The upstream method (`prompts/get`, …).
     pub method: String,
     /// Its params as the upstream takes them (prompt names without our prefix).
@@ -75,6 +79,13 @@ pub enum ForwardReply {
     Result(Value),
     /// A JSON-RPC error (the upstream's, or why it could not be asked).
     Error(ErrorObject),
+}
+
+/// An answer as it rides on a gateway's reply list.
+#[derive(Debug, Serialize, Deserialize)]
+struct Answer {
+    id: String,
+    reply: ForwardReply,
 }
 
 /// How long an answer waits for its gateway, and unclaimed requests for a worker, at most
@@ -112,63 +123,27 @@ impl Store {
             .collect())
     }
 
-    /// Have a worker fronting `upstream` send it `method` with `params`, and wait up to
-    /// `wait` for the answer; `None` when none came in time.
-    ///
-    /// # Errors
-    /// Redis unavailable, or an answer this version cannot read.
-    pub async fn forward(
-        &self,
-        upstream: &str,
-        method: &str,
-        params: Value,
-        wait: Duration,
-    ) -> StoreResult<Option<ForwardReply>> {
-        let wait_ms = i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
-        let request = Forwarded {
-            id: uuid::Uuid::new_v4().simple().to_string(),
-            method: method.to_owned(),
-            params,
-            deadline_ms: mcp_tasks_protocol::time::now_millis().saturating_add(wait_ms),
-        };
-        let text =
-            serde_json::to_string(&request).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        // Connect first: a gateway that cannot wait must not leave work behind.
-        let mut waiting = self.blocking(wait).await?;
-        let key = keys::forward_key(upstream);
-        let mut con = self.con.clone();
-        let _: () = redis::pipe()
-            .lpush(&key, text)
-            .ignore()
-            .pexpire(&key, wait_ms.saturating_add(KEEP_MS))
-            .ignore()
-            .query_async(&mut con)
-            .await?;
-        let popped: Option<(String, String)> = waiting
-            .blpop(
-                keys::forwarded_key(&request.id),
-                wait.as_secs_f64().max(0.01),
-            )
-            .await?;
-        popped
-            .map(|(_, text)| {
-                serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(e.to_string()))
-            })
-            .transpose()
-    }
-
-    /// Answer the forwarded request `id` (kept a minute for its gateway).
+    /// Answer the forwarded `request` on its gateway's reply list (kept a minute past the
+    /// last answer, so the list of a gateway that went away does not stay).
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn answer_forwarded(&self, id: &str, reply: &ForwardReply) -> StoreResult<()> {
-        let text = serde_json::to_string(reply).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let key = keys::forwarded_key(id);
+    pub async fn answer_forwarded(
+        &self,
+        request: &Forwarded,
+        reply: ForwardReply,
+    ) -> StoreResult<()> {
+        let answer = Answer {
+            id: request.id.clone(),
+            reply,
+        };
+        let text =
+            serde_json::to_string(&answer).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let mut con = self.con.clone();
         let _: () = redis::pipe()
-            .lpush(&key, text)
+            .lpush(&request.reply_to, text)
             .ignore()
-            .pexpire(&key, KEEP_MS)
+            .pexpire(&request.reply_to, KEEP_MS)
             .ignore()
             .query_async(&mut con)
             .await?;
@@ -176,61 +151,45 @@ impl Store {
     }
 
     /// A reader of the requests forwarded to `upstream`.
-    ///
-    /// # Errors
-    /// Redis unreachable.
-    pub async fn forward_reader(&self, upstream: &str) -> StoreResult<ForwardReader> {
-        Ok(ForwardReader {
-            con: self.blocking(crate::READ_BLOCK).await?,
+    pub fn forward_reader(&self, upstream: &str) -> ForwardReader {
+        ForwardReader {
+            con: KeyCon::new(self.backend().clone()),
             key: keys::forward_key(upstream),
-        })
-    }
-
-    /// A connection of its own for commands blocking up to `block`.
-    async fn blocking(&self, block: Duration) -> StoreResult<Con> {
-        let timeout = block + RESPONSE_TIMEOUT;
-        match self.backend() {
-            backend @ (Backend::Single(_) | Backend::Sentinel(_)) => {
-                let client = backend.single().await.expect("one Redis")?;
-                let config = ConnectionManagerConfig::new()
-                    .set_response_timeout(Some(timeout))
-                    .set_connection_timeout(Some(CONNECT_TIMEOUT));
-                Ok(Con::Single(
-                    ConnectionManager::new_with_config(client, config).await?,
-                ))
-            }
-            Backend::Cluster { seeds } => {
-                let client = redis::cluster::ClusterClientBuilder::new(seeds.clone())
-                    .connection_timeout(CONNECT_TIMEOUT)
-                    .response_timeout(timeout)
-                    .build()?;
-                Ok(Con::Cluster(client.get_async_connection().await?))
-            }
         }
     }
 }
 
+/// How close to its deadline a request is no longer started: the gateway would give up
+/// before the answer came, and an upstream call cut off midway costs the upstream session.
+pub const MIN_TIME_LEFT: Duration = Duration::from_secs(1);
+
 /// Pops the requests forwarded to one upstream (a worker's, on a connection of its own).
 pub struct ForwardReader {
-    con: Con,
+    con: KeyCon,
     key: String,
 }
 
 impl ForwardReader {
     /// The next request, waiting up to `block` (at most [`crate::READ_BLOCK`]); requests
-    /// whose deadline passed are dropped on the way.
+    /// with less than [`MIN_TIME_LEFT`] before their deadline are dropped on the way
+    /// (their gateways report them taken but unanswered).
     ///
     /// # Errors
     /// Redis unavailable, or a request this version cannot read.
     pub async fn next(&mut self, block: Duration) -> StoreResult<Option<Forwarded>> {
         let block = block.min(crate::READ_BLOCK).as_secs_f64().max(0.01);
-        let popped: Option<(String, String)> = self.con.brpop(&self.key, block).await?;
+        let popped: Option<(String, String)> = self
+            .con
+            .query(redis::cmd("BRPOP").arg(&self.key).arg(block))
+            .await?;
         let Some((_, text)) = popped else {
             return Ok(None);
         };
         let request: Forwarded =
             serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        if request.deadline_ms < mcp_tasks_protocol::time::now_millis() {
+        let left = request.deadline_ms - mcp_tasks_protocol::time::now_millis();
+        if left < i64::try_from(MIN_TIME_LEFT.as_millis()).unwrap_or(i64::MAX) {
+            tracing::debug!(rpc.method = %request.method, "a forwarded request too close to its deadline was skipped");
             return Ok(None);
         }
         Ok(Some(request))
