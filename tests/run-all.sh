@@ -5,8 +5,8 @@
 #
 #   bash tests/run-all.sh
 #
-# Needs: cargo, redis-server, node (>= 20) with npm, python3 with venv. .ci/run installs what
-# is missing.
+# Needs: cargo, redis-server, node (>= 20) with npm, python3 with venv, chromium. .ci/run
+# installs what is missing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -14,6 +14,7 @@ missing=()
 command -v redis-server >/dev/null || missing+=("redis-server (apt-get install redis-server)")
 command -v node >/dev/null || missing+=("node >= 20 with npm")
 python3 -c "import venv, ensurepip" 2>/dev/null || missing+=("python3 with venv (apt-get install python3-venv)")
+command -v chromium >/dev/null || [ -n "${CHROMIUM:-}" ] || missing+=("chromium for the console's browser test (apt-get install chromium)")
 if [ ${#missing[@]} -gt 0 ]; then
   echo "tests: missing ${missing[*]}" >&2
   exit 1
@@ -28,7 +29,6 @@ echo "== installing the official Python SDK (pip, pinned in tests/python/require
 [ -x target/py/bin/python ] || python3 -m venv target/py
 target/py/bin/pip install -q --disable-pip-version-check -r tests/python/requirements.txt
 npm ci --prefix tests/console --no-audit --no-fund --loglevel=error
-command -v chromium >/dev/null || echo "note: no chromium: the console's browser test will be skipped (apt-get install -y chromium)"
 
 echo "== building"
 cargo build --workspace --bins

@@ -114,15 +114,20 @@ fn not_found() -> Response<ResBody> {
 }
 
 /// Whether a state-changing request comes from a page of this server: its `Origin` must be
-/// present and name this server's `Host`, or be listed in `MCPT_ALLOWED_ORIGINS`.
-fn same_origin(headers: &HeaderMap, allowed: &[String]) -> bool {
+/// present and name this server's host (`Host`, or the HTTP/2 `:authority`), or be listed
+/// in `MCPT_ALLOWED_ORIGINS`.
+fn same_origin(uri: &hyper::Uri, headers: &HeaderMap, allowed: &[String]) -> bool {
     let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) else {
         return false;
     };
     if allowed.iter().any(|a| a == origin) {
         return true;
     }
-    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| uri.authority().map(hyper::http::uri::Authority::as_str));
+    let Some(host) = host else {
         return false;
     };
     origin == format!("http://{host}") || origin == format!("https://{host}")
@@ -136,6 +141,16 @@ fn listed(principals: &[String], principal: &str) -> bool {
         || principal
             .split_once(' ')
             .is_some_and(|(_, sub)| principals.iter().any(|p| p == sub))
+}
+
+/// How a console log line names its principal: the owner digest (logs carry no principal's
+/// name), or `anonymous` without authentication.
+fn logged(principal: &str) -> String {
+    if principal == auth::ANONYMOUS {
+        principal.to_owned()
+    } else {
+        auth::owner_digest(principal)
+    }
 }
 
 fn over_tls(headers: &HeaderMap) -> bool {
@@ -195,7 +210,9 @@ pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Respons
     let Some(principal) = console.who(state, req.headers()).await else {
         return not_found();
     };
-    if method == Method::POST && !same_origin(req.headers(), &state.config.allowed_origins) {
+    if method == Method::POST
+        && !same_origin(req.uri(), req.headers(), &state.config.allowed_origins)
+    {
         tracing::info!(http.path = %path, "console: POST refused: Origin missing or foreign");
         return api::error(StatusCode::FORBIDDEN, "Origin missing or not this server");
     }
@@ -370,7 +387,8 @@ async fn cancel(
     };
     match state.store.cancel(id, &known.record.owner).await {
         Ok(true) => {
-            tracing::info!(task.id = %id, console.principal = %principal, "console: task {id} cancelled by {principal}");
+            let by = logged(principal);
+            tracing::info!(task.id = %id, console.owner = %by, "console: task {id} cancelled by {by}");
             Ok(())
         }
         Ok(false) => Err(api::error(StatusCode::NOT_FOUND, "unknown task id")),
@@ -429,7 +447,7 @@ async fn signin(state: &State, console: &Console, req: Request<Incoming>) -> Res
     match *req.method() {
         Method::GET => html(StatusCode::OK, pages::signin(false)),
         Method::POST => {
-            if !same_origin(req.headers(), &state.config.allowed_origins) {
+            if !same_origin(req.uri(), req.headers(), &state.config.allowed_origins) {
                 return api::error(StatusCode::FORBIDDEN, "Origin missing or not this server");
             }
             let secure = over_tls(req.headers());
@@ -453,7 +471,8 @@ async fn signin(state: &State, console: &Console, req: Request<Incoming>) -> Res
             };
             match principal.filter(|p| listed(&console.config.principals, p)) {
                 Some(p) => {
-                    tracing::info!(console.principal = %p, "console: {p} signed in");
+                    let who = logged(&p);
+                    tracing::info!(console.owner = %who, "console: {who} signed in");
                     let mut res = see_other("/console/");
                     if let Ok(v) = HeaderValue::from_str(&console.sessions.start(&p, secure)) {
                         res.headers_mut().insert(header::SET_COOKIE, v);
@@ -472,5 +491,31 @@ async fn signin(state: &State, console: &Console, req: Request<Incoming>) -> Res
             Some("text/plain"),
             "use GET or POST\n",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A POST from this server's own page passes over HTTP/1 (`Host`) and HTTP/2
+    /// (`:authority`, no `Host`); a foreign or missing `Origin` does not.
+    #[test]
+    fn same_origin_reads_host_or_authority() {
+        let path: hyper::Uri = "/console/api/tasks/x/cancel".parse().unwrap();
+        let h2: hyper::Uri = "http://127.0.0.1:8080/console/api/tasks/x/cancel"
+            .parse()
+            .unwrap();
+        let mut h = HeaderMap::new();
+        h.insert(header::ORIGIN, "http://127.0.0.1:8080".parse().unwrap());
+        assert!(same_origin(&h2, &h, &[]), "HTTP/2: :authority only");
+        assert!(!same_origin(&path, &h, &[]), "no host at all");
+        h.insert(header::HOST, "127.0.0.1:8080".parse().unwrap());
+        assert!(same_origin(&path, &h, &[]));
+        h.insert(header::ORIGIN, "http://evil.example".parse().unwrap());
+        assert!(!same_origin(&h2, &h, &[]));
+        assert!(same_origin(&h2, &h, &["http://evil.example".to_owned()]));
+        h.remove(header::ORIGIN);
+        assert!(!same_origin(&h2, &h, &[]));
     }
 }

@@ -21,8 +21,8 @@ pub const ENV_CONSOLE_TRACE_URL: &str = "MCPT_CONSOLE_TRACE_URL";
 /// Shortest accepted `MCPT_CONSOLE_SECRET`.
 pub const MIN_CONSOLE_SECRET_LEN: usize = 32;
 
-/// Console settings.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Console settings. `Debug` leaves the secret out.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct ConsoleConfig {
     /// `MCPT_CONSOLE`, default off.
     pub enabled: bool,
@@ -32,6 +32,17 @@ pub struct ConsoleConfig {
     pub secret: Option<String>,
     /// `MCPT_CONSOLE_TRACE_URL`, default no link.
     pub trace_url: Option<String>,
+}
+
+impl std::fmt::Debug for ConsoleConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsoleConfig")
+            .field("enabled", &self.enabled)
+            .field("principals", &self.principals)
+            .field("secret", &self.secret.as_ref().map(|_| "(set)"))
+            .field("trace_url", &self.trace_url)
+            .finish()
+    }
 }
 
 impl ConsoleConfig {
@@ -84,6 +95,15 @@ mod tests {
     fn read(vars: &[(&str, &str)]) -> Result<ConsoleConfig, ConfigError> {
         let map: HashMap<&str, &str> = vars.iter().copied().collect();
         ConsoleConfig::from_source(&map)
+    }
+
+    #[test]
+    fn debug_leaves_the_secret_out() {
+        let secret = "s".repeat(MIN_CONSOLE_SECRET_LEN);
+        let c = read(&[(ENV_CONSOLE, "on"), (ENV_CONSOLE_SECRET, &secret)]).unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains(&secret), "{shown}");
+        assert!(shown.contains("(set)"), "{shown}");
     }
 
     #[test]
