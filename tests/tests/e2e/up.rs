@@ -307,13 +307,14 @@ async fn up_keeps_tasks_across_restarts_and_stops_quickly() -> Result<()> {
         .wait_status(&asking, "input_required", WITHIN)
         .await?;
 
-    // Next to `up`, the commands need no flags.
-    let (code, out, err) = cli(home, &["queues"])?;
-    ensure!(code == Some(0), "queues: {code:?} {out} {err}");
-    ensure!(
-        out.lines().any(|l| l.starts_with("default ")),
-        "queues: {out}"
-    );
+    // Next to `up`, the commands need no flags. (`queues` reads the console, which
+    // refreshes every 2 s: poll.)
+    poll_until(WITHIN, || async {
+        let (code, out, _) = cli(home, &["queues"]).ok()?;
+        (code == Some(0) && out.lines().any(|l| l.starts_with("default "))).then_some(())
+    })
+    .await
+    .context("queues never showed the default queue")?;
     let (code, out, err) = cli(home, &["tools"])?;
     ensure!(code == Some(0), "tools: {code:?} {out} {err}");
     for (tool, task) in [("sleep", "with --task"), ("ask", "only with --task")] {
@@ -481,9 +482,14 @@ async fn one_up_per_data_dir_and_a_busy_port_leaves_nothing() -> Result<()> {
         "the refused up took the lock away"
     );
 
-    let (code, out, err) = cli(home.path(), &["queues", "--data", &data_arg])?;
-    ensure!(code == Some(0), "queues --data: {code:?} {out} {err}");
-    ensure!(out.lines().any(|l| l.starts_with("default ")), "{out}");
+    // The worker registers its queue, and the console (which `queues` reads) refreshes
+    // every 2 s: poll.
+    poll_until(WITHIN, || async {
+        let (code, out, _) = cli(home.path(), &["queues", "--data", &data_arg]).ok()?;
+        (code == Some(0) && out.lines().any(|l| l.starts_with("default "))).then_some(())
+    })
+    .await
+    .context("queues --data never showed the default queue")?;
     let other = home.path().join("nothing-here").display().to_string();
     let (code, _, err) = cli(home.path(), &["queues", "--data", &other])?;
     ensure!(
