@@ -17,6 +17,7 @@ mod up;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    end_quietly_on_a_closed_stdout();
     match commands::parse() {
         Ok(commands::Command::Up { data, ephemeral }) => {
             let dir = data.or_else(data::default_dir);
@@ -31,4 +32,18 @@ fn main() -> ExitCode {
         Ok(command) => commands::run(command),
         Err(code) => code,
     }
+}
+
+/// `mcp-tasks workers | head -3`: the reader goes away, and the next print to stdout fails
+/// with a broken pipe, which `println!` turns into a panic (Rust ignores SIGPIPE). End as a
+/// shell expects of a program whose reader left: silently, with 141 (128 + SIGPIPE).
+fn end_quietly_on_a_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let what = info.to_string();
+        if what.contains("failed printing to stdout") && what.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
 }

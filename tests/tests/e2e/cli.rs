@@ -479,3 +479,21 @@ async fn usage_and_connection_errors() -> Result<()> {
     assert!(out.stderr.contains("cannot reach"), "{out:?}");
     Ok(())
 }
+
+/// `mcp-tasks queues | head -1`: a reader that goes away ends the command quietly with 141
+/// (128 + SIGPIPE), as a shell expects, not with a panic and its backtrace.
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() -> Result<()> {
+    let redis = mcp_tasks_tests::RedisServer::start()?;
+    let (reader, writer) = std::io::pipe()?;
+    drop(reader);
+    let out = std::process::Command::new(mcp_tasks_tests::binary("mcp-tasks"))
+        .args(["queues", "--redis", &redis.url()])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{err}");
+    assert!(err.is_empty(), "said on stderr: {err}");
+    Ok(())
+}
