@@ -27,13 +27,7 @@ async fn a_watcher_that_falls_behind_is_told_to_resync() {
     let channel = "mcpt:events:{tsk_lag}";
     redis.flood(channel, 200);
     redis.publish(channel, r#"["status","completed","ver","201"]"#);
-    redis.publish(
-        "mcpt:events:{tsk_sentinel}",
-        r#"["status","working","ver","1"]"#,
-    );
-    tokio::time::timeout(Duration::from_secs(5), sentinel.recv())
-        .await
-        .expect("the sentinel event arrives");
+    redis.barrier(&mut sentinel).await;
     // Everything was dispatched before we read anything.
     let mut saw_resync = false;
     let mut last_version = 0;
@@ -138,6 +132,18 @@ impl Redis {
         assert!(cli.wait().unwrap().success());
     }
 
+    /// Publish on `tsk_sentinel` and wait for it on `sentinel`: messages arrive on one
+    /// connection in order, so everything published before was dispatched by then.
+    async fn barrier(&self, sentinel: &mut mcp_tasks_store::events::Watch) {
+        self.publish(
+            "mcpt:events:{tsk_sentinel}",
+            r#"["status","working","ver","1"]"#,
+        );
+        tokio::time::timeout(Duration::from_secs(5), sentinel.recv())
+            .await
+            .expect("the sentinel event arrives");
+    }
+
     async fn wait_channels(&self, want: usize) {
         let mut left = usize::MAX;
         for _ in 0..200 {
@@ -182,13 +188,7 @@ async fn one_watch_carries_many_tasks() {
     // every one of them was dispatched.
     let mut sentinel = hub.watch("tsk_sentinel").await.unwrap();
     redis.flood("mcpt:events:{tsk_m1}", 400);
-    redis.publish(
-        "mcpt:events:{tsk_sentinel}",
-        r#"["status","working","ver","1"]"#,
-    );
-    tokio::time::timeout(Duration::from_secs(5), sentinel.recv())
-        .await
-        .expect("the sentinel event arrives");
+    redis.barrier(&mut sentinel).await;
     let mut resynced = Vec::new();
     let mut changed = 0;
     while let Ok(Some((task, ev))) =

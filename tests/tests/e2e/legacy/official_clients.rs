@@ -20,24 +20,13 @@ async fn official_2025_clients_work_against_two_gateways() -> Result<()> {
     );
     let ctx = TestContext::start(2, 1).await?;
     ctx.wait_for_tools().await?;
-    let out = tokio::time::timeout(
+    let (out, text) = run_against_two(
+        "node",
+        "tests/legacy/legacy.mjs",
+        &ctx,
         Duration::from_secs(120),
-        tokio::process::Command::new("node")
-            .arg("tests/legacy/legacy.mjs")
-            .arg(ctx.gateways[0].url())
-            .arg(ctx.gateways[1].url())
-            .current_dir(repo_root())
-            .kill_on_drop(true)
-            .output(),
     )
-    .await
-    .context("legacy.mjs did not finish within 120 s")??;
-    let text = format!(
-        "{}\n--- stderr ---\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    println!("{text}");
+    .await?;
     assert!(out.status.success(), "legacy.mjs failed:\n{text}");
     assert!(text.contains(" 0 failed"), "no final tally:\n{text}");
     // A 2026 client still gets a 2026 answer on the same endpoint.
@@ -63,24 +52,13 @@ async fn official_python_sdk_works_against_two_gateways() -> Result<()> {
     );
     let ctx = TestContext::start(2, 1).await?;
     ctx.wait_for_tools().await?;
-    let out = tokio::time::timeout(
+    let (out, text) = run_against_two(
+        &python.display().to_string(),
+        "tests/python/sdk_client.py",
+        &ctx,
         Duration::from_secs(150),
-        tokio::process::Command::new(&python)
-            .arg("tests/python/sdk_client.py")
-            .arg(ctx.gateways[0].url())
-            .arg(ctx.gateways[1].url())
-            .current_dir(repo_root())
-            .kill_on_drop(true)
-            .output(),
     )
-    .await
-    .context("sdk_client.py did not finish within 150 s")??;
-    let text = format!(
-        "{}\n--- stderr ---\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    println!("{text}");
+    .await?;
     assert!(out.status.success(), "sdk_client.py failed:\n{text}");
     assert!(
         text.contains(" 11 passed, 0 failed"),
@@ -88,4 +66,33 @@ async fn official_python_sdk_works_against_two_gateways() -> Result<()> {
     );
     ctx.cleanup().await;
     Ok(())
+}
+
+/// Run `program script URL_A URL_B` (the context's two gateways) from the repository root
+/// within `limit`: its exit status and its stdout and stderr as one text (also printed).
+async fn run_against_two(
+    program: &str,
+    script: &str,
+    ctx: &TestContext,
+    limit: Duration,
+) -> Result<(std::process::Output, String)> {
+    let out = tokio::time::timeout(
+        limit,
+        tokio::process::Command::new(program)
+            .arg(script)
+            .arg(ctx.gateways[0].url())
+            .arg(ctx.gateways[1].url())
+            .current_dir(repo_root())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .with_context(|| format!("{script} did not finish within {limit:?}"))??;
+    let text = format!(
+        "{}\n--- stderr ---\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{text}");
+    Ok((out, text))
 }

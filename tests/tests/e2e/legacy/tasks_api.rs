@@ -242,16 +242,7 @@ async fn the_session_stream_carries_status_notifications_from_any_gateway() -> R
     ctx.wait_for_tools().await?;
     let (a, b) = (ctx.gateways[0].client(), ctx.gateways[1].client());
     let s = Session::start(&a, "2025-11-25", json!({})).await?;
-    let res = b
-        .send_raw(
-            "GET",
-            "/mcp",
-            &[("accept", "text/event-stream"), ("mcp-session-id", &s.id)],
-            Default::default(),
-        )
-        .await?;
-    assert_eq!(res.status(), 200);
-    let mut stream = SseStream::from_response(res);
+    let mut stream = open_session_stream(&b, &s).await?;
     let r = s
         .request(
             &a,
@@ -390,6 +381,20 @@ async fn result_streams_count_against_the_listener_limit() -> Result<()> {
     Ok(())
 }
 
+/// The session's `GET` stream on `client`'s gateway (200, SSE).
+async fn open_session_stream(client: &mcp_tasks_tests::Client, s: &Session) -> Result<SseStream> {
+    let res = client
+        .send_raw(
+            "GET",
+            "/mcp",
+            &[("accept", "text/event-stream"), ("mcp-session-id", &s.id)],
+            Default::default(),
+        )
+        .await?;
+    anyhow::ensure!(res.status() == 200, "GET stream: HTTP {}", res.status());
+    Ok(SseStream::from_response(res))
+}
+
 /// Whether a response opened an SSE stream (rather than answering with JSON).
 fn is_stream(res: &hyper::Response<hyper::body::Incoming>) -> bool {
     res.headers()
@@ -470,16 +475,7 @@ async fn a_sessions_sets_hold_live_tasks_only() -> Result<()> {
     assert_eq!(count(&["ZCARD", &listed])?, 2);
 
     // The stream sends each ended task once, then forgets it.
-    let res = a
-        .send_raw(
-            "GET",
-            "/mcp",
-            &[("accept", "text/event-stream"), ("mcp-session-id", &s.id)],
-            Default::default(),
-        )
-        .await?;
-    assert_eq!(res.status(), 200);
-    let mut stream = SseStream::from_response(res);
+    let mut stream = open_session_stream(&a, &s).await?;
     let mut seen = Vec::new();
     while seen.len() < 2 {
         let n = stream
