@@ -228,9 +228,15 @@ impl From<&DispatchError> for ErrorObject {
                 ),
                 StoreError::Rejected(why) => ErrorObject::new(INVALID_PARAMS, why.clone()),
                 StoreError::Corrupt(_) => ErrorObject::new(INTERNAL_ERROR, "internal error"),
-                StoreError::Unreplicated => ErrorObject::new(
+                StoreError::Unreplicated { op: "create" } => ErrorObject::new(
                     INTERNAL_ERROR,
                     "Redis replicas did not confirm the task in time (MCPT_REDIS_WAIT_REPLICAS); it was cancelled, try again",
+                ),
+                StoreError::Unreplicated { op } => ErrorObject::new(
+                    INTERNAL_ERROR,
+                    format!(
+                        "Redis replicas did not confirm the {op} in time (MCPT_REDIS_WAIT_REPLICAS), so a failover could lose it; send the same request again"
+                    ),
                 ),
             },
             DispatchError::Internal(_) => ErrorObject::new(INTERNAL_ERROR, "internal error"),

@@ -83,10 +83,15 @@ pub enum StoreError {
     /// Redis answered something this version does not understand.
     #[error("unexpected reply from redis: {0}")]
     Corrupt(String),
-    /// A create was not confirmed by `MCPT_REDIS_WAIT_REPLICAS` replicas in time; the task
-    /// was cancelled and no id handed out: retry.
-    #[error("the change was not confirmed by enough replicas in time")]
-    Unreplicated,
+    /// A change was not confirmed by `MCPT_REDIS_WAIT_REPLICAS` replicas in time, so it may
+    /// not survive a failover: retry. A create was cancelled and no id handed out; an answer
+    /// or a cancel stands on the primary, and sending it again is harmless (both ignore what
+    /// is already done).
+    #[error("the {op} was not confirmed by enough replicas in time")]
+    Unreplicated {
+        /// `create`, `answer` or `cancel`.
+        op: &'static str,
+    },
 }
 
 impl From<redis::RedisError> for StoreError {

@@ -18,9 +18,15 @@
 //!   job was queued with the task (one script), so a worker may have started it within the
 //!   wait; its run is then cancelled as `tasks/cancel` would, and a job shorter than the
 //!   wait may have finished: the same at-least-once contract as a job whose worker died;
-//! - answer, cancel, finish: the change stands (it cannot be taken back), the store logs a
-//!   warning and reports [`crate::observe::Observed::Unreplicated`] (a metric), and the
-//!   caller is answered as usual.
+//! - answer, cancel: the change stands on the primary (it cannot be taken back) and the
+//!   caller gets [`crate::StoreError::Unreplicated`], a retryable error, since a failover
+//!   now would lose a change it was told about; sending it again is harmless (an answered
+//!   key and a cancelled task are left as they are);
+//! - finish (a worker's): the change stands and the worker goes on; a failover that loses
+//!   it loses the job's acknowledgement with it, so the job is delivered again.
+//!
+//! Every timeout logs a warning and reports [`crate::observe::Observed::Unreplicated`] (a
+//! metric).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

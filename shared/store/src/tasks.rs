@@ -123,7 +123,7 @@ impl Store {
             if let Err(e) = self.cancel_as(t.id, t.owner, false).await {
                 tracing::warn!(error = %e, task.id = t.id, "cannot cancel an unconfirmed create");
             }
-            return Err(StoreError::Unreplicated);
+            return Err(StoreError::Unreplicated { op: "create" });
         }
         Ok(created)
     }
@@ -281,8 +281,14 @@ impl Store {
         for (key, mask, json) in answers {
             inv.arg(key).arg(*mask).arg(json);
         }
-        let (reply, _) = self.acknowledged(&inv, &task, "answer").await?;
-        replies::read(reply)
+        let (reply, confirmed) = self.acknowledged(&inv, &task, "answer").await?;
+        let answer: Answer = replies::read(reply)?;
+        if matches!(answer, Answer::Ok) && !confirmed {
+            // Recorded on the primary only: a failover now would lose it, so the client is
+            // not told it landed. A retry is harmless: answered keys are ignored.
+            return Err(StoreError::Unreplicated { op: "answer" });
+        }
+        Ok(answer)
     }
 
     /// `tasks/cancel` for `owner`; `false` when there is no such task for that owner.
@@ -311,15 +317,19 @@ impl Store {
             }
             inv.arg("declared");
         }
-        let reply = if acknowledged {
-            self.acknowledged(&inv, &key, "cancel").await?.0
+        let (reply, confirmed) = if acknowledged {
+            self.acknowledged(&inv, &key, "cancel").await?
         } else {
-            inv.invoke_async(&mut con).await?
+            (inv.invoke_async(&mut con).await?, true)
         };
         let cancelled: Cancelled = replies::read(reply)?;
         if let Some(tool) = &cancelled.unrun_tool {
             // Ended here, not by a worker: counted here.
             observe::report(observe::Observed::CancelledUnrun { tool });
+        }
+        if cancelled.found && !confirmed {
+            // As for an answer: not told it landed; a retry finds it done, or does it.
+            return Err(StoreError::Unreplicated { op: "cancel" });
         }
         Ok(cancelled.found)
     }
