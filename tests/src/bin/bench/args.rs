@@ -20,7 +20,7 @@ HOW TO RUN
 
   By default it starts its own stack from the binaries beside the bench executable (or
   MCPT_BIN_DIR): a private redis-server (REDIS_SERVER_BIN), one gateway and one worker
-  (MCPT_TOOLS=demo, MCPT_CONCURRENCY=--worker-concurrency, limits off). RUST_LOG is passed
+  (MCPT_TOOLS=demo, MCPT_CONCURRENCY=--worker-concurrency, limits off; --workers N for more). RUST_LOG is passed
   on to them (the default, info, logs a line per created task). Everything shares this
   machine's cores with the bench process itself; the CPU table shows who used what.
   DUR is like 500ms, 2s, 1m.
@@ -120,9 +120,12 @@ pub(crate) struct Args {
     #[arg(long, value_name = "yes|no", default_value = "no", value_parser = yes_no,
           action = ArgAction::Set)]
     pub(crate) limit_start: bool,
-    /// MCPT_CONCURRENCY of the worker it starts
+    /// MCPT_CONCURRENCY of each worker it starts
     #[arg(long, value_name = "N", default_value = "64", value_parser = cli::at_least(1usize))]
     pub(crate) worker_concurrency: usize,
+    /// workers it starts (each gets a CPU column of its own)
+    #[arg(long, value_name = "N", default_value = "1", value_parser = cli::between(1usize, 16))]
+    pub(crate) workers: usize,
     /// MCPT_FAIR_SHARE of the worker it starts (1: off); the bench is one
     /// principal, so this measures what the fair share costs a principal alone
     #[arg(long, value_name = "S", default_value = "0.5", verbatim_doc_comment)]

@@ -202,6 +202,10 @@ pub(crate) async fn per_task_costs(env: &Env, n: usize, done_id: &str) -> Result
     };
     text.push(format!("    {}", line(&breakdown, nf)));
     text.push(format!(
+        "    µs per call: {}   (commandstats usec / calls; a script's time includes the commands it runs)",
+        per_call(&breakdown)
+    ));
+    text.push(format!(
         "  Redis command time / task {usec:.1} µs   (commandstats usec)"
     ));
     text.push(format!(
@@ -294,4 +298,13 @@ pub(crate) async fn per_task_costs(env: &Env, n: usize, done_id: &str) -> Result
         "clk_tck": env.clk,
     });
     Ok(Costs { json, text })
+}
+
+/// `name usec/calls` for each command of a breakdown, in its order.
+fn per_call(items: &[(String, u64, u64)]) -> String {
+    items
+        .iter()
+        .map(|(k, calls, usec)| format!("{k} {:.1}", *usec as f64 / (*calls).max(1) as f64))
+        .collect::<Vec<_>>()
+        .join("  ")
 }

@@ -77,6 +77,17 @@ impl Window {
     pub(crate) fn staleness(&self) -> Stats {
         stats(self.samples.iter().map(|s| s.terminal_age_ms), self.secs)
     }
+    /// CPU per operation of the window, per process, in µs (NaN without operations).
+    pub(crate) fn cpu_us_per_op(&self) -> Vec<(&'static str, f64)> {
+        let ops = self.samples.len() as f64;
+        self.cpu
+            .iter()
+            .map(|(name, pct)| {
+                let us = pct / 100.0 * self.secs * 1e6 / ops;
+                (*name, if ops > 0.0 { us } else { f64::NAN })
+            })
+            .collect()
+    }
 }
 
 /// Run `op` in a loop on `clients` tasks for the warm-up plus the measured window; keep
@@ -266,8 +277,14 @@ pub(crate) fn cpu_text(cpu: &[(&str, f64)]) -> String {
 
 pub(crate) fn progress(label: &str, w: &Window, what: &str) {
     let l = w.latency();
+    let per_op = w
+        .cpu_us_per_op()
+        .iter()
+        .map(|(n, us)| format!("{n} {us:.0}"))
+        .collect::<Vec<_>>()
+        .join(" ");
     eprintln!(
-        "[{label}] {:.1} s  {} {what}  {:.0}/s  p50 {:.2} ms  p99 {:.2} ms  cpu: {}",
+        "[{label}] {:.1} s  {} {what}  {:.0}/s  p50 {:.2} ms  p99 {:.2} ms  cpu: {}  µs each: {per_op}",
         w.secs,
         l.n,
         l.per_s,
@@ -290,6 +307,8 @@ pub(crate) struct Row {
     pub(crate) terminal_age: Stats,
     pub(crate) snapshots: usize,
     pub(crate) cpu: Vec<(&'static str, Vec<(&'static str, f64)>)>,
+    /// Per phase, CPU µs per operation (call, get, task) of each process.
+    pub(crate) cpu_us: Vec<(&'static str, Vec<(&'static str, f64)>)>,
 }
 
 pub(crate) async fn per_clients(env: &Env, c: usize, done_id: &str) -> Result<Row> {
@@ -353,6 +372,13 @@ pub(crate) async fn per_clients(env: &Env, c: usize, done_id: &str) -> Result<Ro
         push_ms,
         terminal_age: age,
         snapshots,
+        cpu_us: vec![
+            ("create", create.cpu_us_per_op()),
+            ("get", get.cpu_us_per_op()),
+            ("e2e poll", poll.cpu_us_per_op()),
+            ("e2e listen", listen.cpu_us_per_op()),
+            ("push", push.cpu_us_per_op()),
+        ],
         cpu: vec![
             ("create", create.cpu),
             ("get", get.cpu),

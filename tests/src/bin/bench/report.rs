@@ -95,23 +95,38 @@ pub(crate) fn table(rows: &[Row]) -> String {
         .and_then(|r| r.cpu.first())
         .map(|(_, c)| c.iter().map(|(n, _)| *n).collect())
         .unwrap_or_default();
-    s.push_str(&format!("CPU, % of one core ({} cores):\n", nproc()));
-    s.push_str(&format!("{:>7}  {:<10}", "clients", "phase"));
-    for n in &names {
-        s.push_str(&format!("  {n:>7}"));
-    }
-    s.push('\n');
-    for r in rows {
-        for (phase, cpu) in &r.cpu {
-            s.push_str(&format!("{:>7}  {phase:<10}", r.clients));
-            for (_, v) in cpu {
-                s.push_str(&format!("  {:>7}", f0(*v)));
-            }
-            s.push('\n');
+    let table = |s: &mut String, title: String, pick: fn(&Row) -> &Phases| {
+        s.push_str(&title);
+        s.push_str(&format!("{:>7}  {:<10}", "clients", "phase"));
+        for n in &names {
+            s.push_str(&format!("  {n:>7}"));
         }
-    }
+        s.push('\n');
+        for r in rows {
+            for (phase, cpu) in pick(r) {
+                s.push_str(&format!("{:>7}  {phase:<10}", r.clients));
+                for (_, v) in cpu {
+                    s.push_str(&format!("  {:>7}", f0(*v)));
+                }
+                s.push('\n');
+            }
+        }
+    };
+    table(
+        &mut s,
+        format!("CPU, % of one core ({} cores):\n", nproc()),
+        |r| &r.cpu,
+    );
+    table(
+        &mut s,
+        "\nCPU µs per operation of the phase (create: per call; get: per tasks/get; e2e and push: per task, its gets included; rest = the machine's other work):\n".to_owned(),
+        |r| &r.cpu_us,
+    );
     s
 }
+
+/// Per phase, a figure per process.
+type Phases = Vec<(&'static str, Vec<(&'static str, f64)>)>;
 
 pub(crate) fn nproc() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -136,6 +151,10 @@ pub(crate) fn row_json(r: &Row) -> Value {
         },
         "cpu_percent": r.cpu.iter().map(|(phase, c)| {
             ((*phase).to_owned(), Value::Object(c.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect()))
+        }).collect::<serde_json::Map<_, _>>(),
+        "cpu_us_per_op": r.cpu_us.iter().map(|(phase, c)| {
+            let num = |v: f64| if v.is_finite() { json!(v) } else { Value::Null };
+            ((*phase).to_owned(), Value::Object(c.iter().map(|(k, v)| ((*k).to_owned(), num(*v))).collect()))
         }).collect::<serde_json::Map<_, _>>(),
     })
 }
@@ -202,15 +221,18 @@ pub(crate) fn write(
     } = results;
     let mut out = String::new();
     out.push_str(&format!(
-        "mcp-tasks bench: {} stack, {} cores, {} s per phase after {} s warm-up, worker concurrency {}\n\n",
+        "mcp-tasks bench: {} stack, {} cores, {} s per phase after {} s warm-up, {}\n\n",
         if env.own { "own" } else { "existing" },
         nproc(),
         args.duration.as_secs_f64(),
         env.warm.as_secs_f64(),
         if env.own {
-            args.worker_concurrency.to_string()
+            format!(
+                "{} worker(s) of concurrency {}",
+                args.workers, args.worker_concurrency
+            )
         } else {
-            "?".into()
+            "workers unknown".into()
         }
     ));
     out.push_str(&table(&rows));
@@ -310,6 +332,7 @@ pub(crate) fn write(
             "wait_replicas": args.wait_replicas,
             "queue_shards": stack.shards,
             "worker_concurrency": if env.own { json!(args.worker_concurrency) } else { Value::Null },
+            "workers": if env.own { json!(args.workers) } else { Value::Null },
             "fair_share": if env.own { json!(args.fair_share) } else { Value::Null },
         },
         "settings": {

@@ -22,7 +22,7 @@ pub(crate) const QUEUE: &str = "default";
 /// Redis.
 pub(crate) struct Stack {
     pub(crate) gateway: Option<Gateway>,
-    pub(crate) worker: Option<Worker>,
+    pub(crate) workers: Vec<Worker>,
     pub(crate) _replicas: Vec<RedisServer>,
     pub(crate) _redis: Option<RedisServer>,
     pub(crate) _cluster: Option<RedisCluster>,
@@ -46,7 +46,7 @@ impl Stack {
             let (addr, path) = parse_url(url)?;
             return Ok(Stack {
                 gateway: None,
-                worker: None,
+                workers: Vec::new(),
                 _replicas: Vec::new(),
                 _redis: None,
                 _cluster: None,
@@ -119,13 +119,15 @@ impl Stack {
             ("MCPT_FAIR_SHARE", a.fair_share.clone()),
         ];
         wenv.extend(limits_off.iter().cloned());
-        let worker = Worker::start(&url, &wenv).context("starting mcp-tasks-worker")?;
+        let workers = (0..a.workers)
+            .map(|_| Worker::start(&url, &wenv).context("starting mcp-tasks-worker"))
+            .collect::<Result<Vec<_>>>()?;
         let gateway = Gateway::start(&url, &limits_off).context("starting mcp-tasks-gateway")?;
         Ok(Stack {
             addr: gateway.addr,
             path: "/mcp".into(),
             gateway: Some(gateway),
-            worker: Some(worker),
+            workers,
             _replicas: replicas,
             _redis: redis,
             _cluster: cluster,
@@ -189,8 +191,15 @@ impl Env {
                 gw_pid = Some(p);
                 pids.push(("gateway", p));
             }
-            if let Some(w) = stack.worker.as_mut() {
-                pids.push(("worker", w.process.child().id()));
+            let several = stack.workers.len() > 1;
+            for (i, w) in stack.workers.iter_mut().enumerate() {
+                // A column name per worker, for the life of the bench.
+                let name: &'static str = if several {
+                    Box::leak(format!("worker{}", i + 1).into_boxed_str())
+                } else {
+                    "worker"
+                };
+                pids.push((name, w.process.child().id()));
             }
             if let Some(p) = redis_pid {
                 pids.push(("redis", p));
