@@ -18,6 +18,7 @@ mod claims;
 mod context;
 mod forward;
 mod runner;
+mod strikes;
 mod tool;
 pub mod tools;
 
@@ -176,6 +177,8 @@ pub async fn run_serving(
         "worker started"
     );
     let tracker = TaskTracker::new();
+    let strikes = Arc::new(strikes::StrikeWatch::default());
+    strikes.prime(&store).await;
     let runner = Arc::new(runner::Runner {
         store: store.clone(),
         hub,
@@ -194,7 +197,9 @@ pub async fn run_serving(
         stored_bytes: config.stored_bytes,
         stored_bytes_anonymous: config.stored_bytes_anonymous,
         max_input_requests: config.max_input_requests,
+        strikes: strikes.clone(),
     });
+    tokio::spawn(strikes.watch(store.clone(), config.queues.clone(), hub_stop.clone()));
 
     let heartbeat = tokio::spawn(heartbeat(
         store.clone(),

@@ -114,6 +114,20 @@ pub const TOOLS_KEY: &str = "mcpt:tools";
 /// operators can list queues without scanning the key space.
 pub const QUEUES_KEY: &str = "mcpt:queues";
 
+/// `mcpt:strikes` — hash of the kill switch's strikes (strike id → JSON), written by
+/// `mcp-tasks strike` and `restore`, read whole once a second by gateways and workers.
+pub const STRIKES_KEY: &str = "mcpt:strikes";
+
+/// `mcpt:held:{…}` — the jobs of one stream held by a strike (entry id → its fields as a
+/// JSON array): the stream's name with `held` for `queue`, so it keeps the stream's hash
+/// tag (`mcpt:queue:{NAME}` → `mcpt:held:{NAME}`, in a cluster `mcpt:held:{TAG}:NAME`).
+pub fn held_key(stream: &str) -> String {
+    match stream.strip_prefix("mcpt:queue:") {
+        Some(rest) => format!("mcpt:held:{rest}"),
+        None => format!("mcpt:held:{stream}"),
+    }
+}
+
 /// The consumer group every queue stream has.
 pub const GROUP: &str = "workers";
 

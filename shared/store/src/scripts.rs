@@ -23,6 +23,8 @@ pub(crate) struct Scripts {
     pub(crate) session_slot: Script,
     pub(crate) defer: Script,
     pub(crate) stored: Script,
+    pub(crate) hold: Script,
+    pub(crate) unhold: Script,
     /// Redis Cluster only: the owner's limits, before `create` (another slot).
     pub(crate) limits: Script,
 }
@@ -50,6 +52,8 @@ impl Scripts {
             session_slot: script(include_str!("scripts/session_slot.lua")),
             defer: Script::new(include_str!("scripts/defer.lua")),
             stored: script(include_str!("scripts/stored.lua")),
+            hold: script(include_str!("scripts/hold.lua")),
+            unhold: script(include_str!("scripts/unhold.lua")),
             limits: script(include_str!("scripts/limits.lua")),
         }
     }

@@ -39,6 +39,9 @@ impl Runner {
             return;
         };
         tracing::Span::current().record("tool.name", job.tool.as_str());
+        let _struck_by = self
+            .strikes
+            .running(&d.task_id, &d.owner, &job.tool, &job.args);
         // `_live` lasts until the outcome is written, as the job's slot does.
         let Some((fence, outcome, _live)) = self.run(&d, &job, tool.as_ref(), slot, parked).await
         else {

@@ -16,6 +16,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument as _;
 
 use crate::claims::Claims;
+use crate::strikes::StrikeWatch;
 use crate::tool::Tool;
 
 mod job;
@@ -64,6 +65,8 @@ pub(crate) struct Runner {
     pub(crate) stored_bytes_anonymous: u64,
     /// Input requests allowed per task (`MCPT_MAX_INPUT_REQUESTS`).
     pub(crate) max_input_requests: u32,
+    /// The kill switch's strikes, and the jobs running here.
+    pub(crate) strikes: Arc<StrikeWatch>,
 }
 
 impl Runner {
@@ -253,8 +256,38 @@ impl Runner {
         }
     }
 
-    /// Run a delivered (or reclaimed) job in its own task, holding its claim meanwhile.
+    /// Run a delivered (or reclaimed) job in its own task, holding its claim meanwhile; or,
+    /// when its tool is struck, hold it (off the stream until restored) and free the slot.
     fn dispatch(self: &Arc<Self>, d: Delivery, permit: OwnedSemaphorePermit) {
+        if let Ok(job) = &d.job
+            && let Some(strike) = self.strikes.matching(&job.tool, &job.args)
+        {
+            drop(permit);
+            let message = format!(
+                "held: {} is struck; it runs when restored (mcp-tasks restore {}{})",
+                strike.describe(),
+                strike.tool,
+                strike
+                    .when
+                    .as_ref()
+                    .map(|(a, v)| format!(" --where {a}={v}"))
+                    .unwrap_or_default()
+            );
+            let store = self.store.clone();
+            self.tracker.spawn(async move {
+                match store.hold(&d, &message).await {
+                    Ok(true) => {
+                        tracing::info!(task.id = %d.task_id, "job held: its tool is struck")
+                    }
+                    Ok(false) => {}
+                    // Still pending for this worker: the sweep hands it out again.
+                    Err(e) => {
+                        tracing::warn!(task.id = %d.task_id, error = %e, "cannot hold a struck job")
+                    }
+                }
+            });
+            return;
+        }
         let slot = self.slots.slot(permit, &d.owner);
         let parked = Arc::new(AtomicBool::new(false));
         let (stream, entry) = (d.stream.clone(), d.entry.clone());

@@ -1,0 +1,242 @@
+//! Fleet controls across processes: the kill switch (`mcp-tasks strike` / `restore`) seen
+//! by every gateway and worker.
+//!
+//! Each test writes a catalog of `[[command]]` tools to a temp file and starts its own
+//! Redis, a gateway and several workers; the tools leave stamps in a temp directory, so
+//! what ran (and when) is read from the tools' own side.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, ensure};
+use mcp_tasks_tests::{
+    Client, Gateway, RedisServer, TempDir, Worker, binary, caps_tasks, poll_until, write_catalog,
+};
+use serde_json::{Value, json};
+
+const WITHIN: Duration = Duration::from_secs(15);
+
+/// Run `mcp-tasks ARGS` against `redis`: (exit code, stdout, stderr).
+fn cli(redis: &str, args: &[&str]) -> Result<(i32, String, String)> {
+    let out = Command::new(binary("mcp-tasks"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("MCPT_REDIS_URL", redis)
+        .output()
+        .context("cannot run mcp-tasks (run `cargo build --workspace --bins` first)")?;
+    Ok((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// `mcp-tasks ARGS` that must succeed; its stdout.
+fn cli_ok(redis: &str, args: &[&str]) -> Result<String> {
+    let (code, stdout, stderr) = cli(redis, args)?;
+    ensure!(code == 0, "mcp-tasks {args:?} exited {code}: {stderr}");
+    Ok(stdout)
+}
+
+/// A call's answer: refused with a tool error (its text), or the task it started.
+async fn call(client: &Client, tool: &str, args: Value) -> Result<Result<String, String>> {
+    let r = client.call(tool, args, &caps_tasks()).await?;
+    let result = &r.body["result"];
+    if result["isError"] == true {
+        return Ok(Ok(result["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()));
+    }
+    let id = result["taskId"].as_str();
+    ensure!(id.is_some(), "neither a task nor a tool error: {}", r.body);
+    Ok(Err(id.unwrap_or_default().to_owned()))
+}
+
+/// Lines a tool appended to `dir/name` (one per run).
+fn runs(dir: &Path, name: &str) -> usize {
+    std::fs::read_to_string(dir.join(name)).map_or(0, |t| t.lines().count())
+}
+
+/// A Redis, one gateway and `workers` workers (one slot each) serving `catalog`.
+struct Fleet {
+    redis: RedisServer,
+    gateway: Gateway,
+    workers: Vec<Worker>,
+    client: Client,
+    _catalog: mcp_tasks_tests::TempFile,
+}
+
+impl Fleet {
+    async fn start(catalog: &str, workers: usize, wanted: &[&str]) -> Result<Fleet> {
+        let catalog = write_catalog(catalog)?;
+        let redis = RedisServer::start()?;
+        let env = [
+            ("MCPT_TOOLS_FILE", catalog.path().display().to_string()),
+            ("MCPT_CONCURRENCY", "1".to_owned()),
+            ("MCPT_LEASE", "3s".to_owned()),
+        ];
+        let workers = (0..workers)
+            .map(|_| Worker::start(&redis.url(), &env))
+            .collect::<Result<Vec<_>>>()?;
+        let gateway = Gateway::start(&redis.url(), &[])?;
+        let client = gateway.client();
+        client.wait_for_tools(wanted, WITHIN).await?;
+        Ok(Fleet {
+            redis,
+            gateway,
+            workers,
+            client,
+            _catalog: catalog,
+        })
+    }
+
+    /// Wait until every worker has logged `line`.
+    async fn workers_logged(&self, line: &str) -> Result<()> {
+        poll_until(WITHIN, || async {
+            self.workers
+                .iter()
+                .all(|w| w.process.log_text().contains(line))
+                .then_some(())
+        })
+        .await
+        .with_context(|| format!("not every worker logged {line:?}"))
+    }
+}
+
+/// Kill switch: `strike work --where key=a` refuses new calls with key `a` on the gateway
+/// (a tool error, a `completed`-style result and no task: T-21), while key `b` still runs;
+/// jobs of key `a` queued before the strike are held by whichever of the two workers reads
+/// them — `working` with a status message naming the strike, never run (T-17) — and
+/// `restore` runs every one of them. A strike with `--cancel-running` also cancels the
+/// call running now (T-37).
+#[tokio::test(flavor = "multi_thread")]
+async fn fleet_strike_holds_queued_calls_everywhere_and_restore_runs_them() -> Result<()> {
+    let stamps = TempDir::new("mcpt-fleet-strike")?;
+    let gate = stamps.path().join("open");
+    let fleet = Fleet::start(
+        &format!(
+            r#"
+            [[command]]
+            name = "block"
+            argv = ["sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.02; done", "{gate}"]
+
+            [[command]]
+            name = "work"
+            argv = ["sh", "-c", "echo ran >> \"$0/$1\"", "{dir}", "{{key}}"]
+            input_schema = {{ type = "object", properties = {{ key = {{ type = "string" }} }}, required = ["key"] }}
+
+            [[command]]
+            name = "hang"
+            argv = ["sh", "-c", "echo started; sleep 30"]
+            "#,
+            gate = gate.display(),
+            dir = stamps.path().display(),
+        ),
+        2,
+        &["block", "work", "hang"],
+    )
+    .await?;
+    let (client, redis) = (&fleet.client, fleet.redis.url());
+
+    // Both workers' one slot busy, so what comes next waits in the queue.
+    let blockers = [
+        client.start_task("block", json!({})).await?,
+        client.start_task("block", json!({})).await?,
+    ];
+    let mut queued_a = Vec::new();
+    for _ in 0..3 {
+        queued_a.push(client.start_task("work", json!({"key": "a"})).await?);
+    }
+    let queued_b = client.start_task("work", json!({"key": "b"})).await?;
+
+    let out = cli_ok(&redis, &["strike", "work", "--where", "key=a"])?;
+    ensure!(out.contains("struck tool work where key=a"), "{out}");
+    let listed = cli_ok(&redis, &["strikes"])?;
+    ensure!(
+        listed.contains("work") && listed.contains("key=a"),
+        "{listed}"
+    );
+
+    // New calls: refused within a second on the gateway, key b still accepted.
+    // (A call accepted before the gateway read the strike is one more queued call.)
+    let deadline = std::time::Instant::now() + WITHIN;
+    let why = loop {
+        match call(client, "work", json!({"key": "a"})).await? {
+            Ok(why) => break why,
+            Err(id) => queued_a.push(id),
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "the strike was never seen"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    ensure!(why.contains("tool work where key=a is struck"), "{why}");
+    let new_b = client.start_task("work", json!({"key": "b"})).await?;
+
+    // Queued calls: held by every worker once each has read the strike.
+    fleet.workers_logged("strikes changed: 1 in force").await?;
+    std::fs::write(&gate, "")?;
+    for id in &blockers {
+        client.wait_status(id, "completed", WITHIN).await?;
+    }
+    for id in [&queued_b, &new_b] {
+        client.wait_status(id, "completed", WITHIN).await?;
+    }
+    for id in &queued_a {
+        poll_until(WITHIN, || async {
+            let t = client.get(id).await.ok()?;
+            let msg = t["statusMessage"].as_str().unwrap_or("");
+            (t["status"] == "working" && msg.starts_with("held: tool work where key=a is struck"))
+                .then_some(())
+        })
+        .await
+        .with_context(|| format!("task {id} was not held"))?;
+    }
+    ensure!(runs(stamps.path(), "b") == 2, "both b calls ran");
+    ensure!(runs(stamps.path(), "a") == 0, "a held call ran");
+
+    // Restore: every held call runs, once.
+    let out = cli_ok(&redis, &["restore", "work", "--where", "key=a"])?;
+    ensure!(out.contains("restored work key=a"), "{out}");
+    for id in &queued_a {
+        client.wait_status(id, "completed", WITHIN).await?;
+    }
+    ensure!(
+        runs(stamps.path(), "a") == queued_a.len(),
+        "each held call ran once"
+    );
+    let again = poll_until(WITHIN, || async {
+        call(client, "work", json!({"key": "a"})).await.ok()?.err()
+    })
+    .await
+    .context("a restored tool is callable")?;
+    client.wait_status(&again, "completed", WITHIN).await?;
+    ensure!(cli_ok(&redis, &["strikes"])?.contains("no strikes"));
+    // Restoring what is not struck says so.
+    let (code, _, err) = cli(&redis, &["restore", "work"])?;
+    ensure!(
+        code == 1 && err.contains("no strike on tool work"),
+        "{code} {err}"
+    );
+
+    // --cancel-running: the call running now ends cancelled, new ones are refused.
+    let running = client.start_task("hang", json!({})).await?;
+    poll_until(WITHIN, || async {
+        let t = client.get(&running).await.ok()?;
+        (t["statusMessage"] == "started").then_some(())
+    })
+    .await?;
+    cli_ok(&redis, &["strike", "hang", "--cancel-running"])?;
+    client.wait_status(&running, "cancelled", WITHIN).await?;
+    poll_until(WITHIN, || async {
+        call(client, "hang", json!({})).await.ok()?.ok()
+    })
+    .await
+    .context("calls of a struck tool are refused")?;
+    drop(fleet.gateway);
+    Ok(())
+}
