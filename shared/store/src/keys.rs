@@ -128,6 +128,15 @@ pub fn held_key(stream: &str) -> String {
     }
 }
 
+/// `mcpt:delayed:{…}` — the jobs of one stream waiting to be tried again, scored by when
+/// they are due (the stream's name with `delayed` for `queue`, keeping its hash tag).
+pub fn delayed_key(stream: &str) -> String {
+    match stream.strip_prefix("mcpt:queue:") {
+        Some(rest) => format!("mcpt:delayed:{rest}"),
+        None => format!("mcpt:delayed:{stream}"),
+    }
+}
+
 /// The consumer group every queue stream has.
 pub const GROUP: &str = "workers";
 

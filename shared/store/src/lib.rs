@@ -10,6 +10,7 @@
 //! | `mcpt:upstreams` | hash | `[[upstream]]` name → [`forward::UpstreamAdvert`] JSON (prompts, resources) | workers' heartbeats | stale after 15 s |
 //! | `mcpt:strikes` | hash | strike id (`TOOL` or `TOOL ARG=VALUE`) → [`strikes::Strike`] JSON | `mcp-tasks strike` / `restore` | — |
 //! | `mcpt:held:{NAME}` | hash | a struck tool's jobs taken off stream `mcpt:queue:{NAME}`: entry id → the entry's fields | `hold.lua` (worker), `unhold.lua` (restore) | entries leave when released |
+//! | `mcpt:delayed:{NAME}` | sorted set | jobs of stream `mcpt:queue:{NAME}` waiting to be tried again (their fields as JSON), scored by when due | `retry.lua` (worker); `due.lua` moves them back | members leave when due |
 //! | `mcpt:forward:{NAME}` | list | [`forward::Forwarded`] requests for an upstream's workers | gateways (`LPUSH`) | a minute past the last push |
 //! | `mcpt:forwarded:{GATEWAY}` | list | answers to one gateway process' forwarded requests (id + [`forward::ForwardReply`]) | workers (`LPUSH`) | a minute past the last answer |
 //!
@@ -37,6 +38,7 @@
 #![allow(clippy::disallowed_methods)]
 
 pub mod console;
+pub mod delayed;
 pub mod events;
 pub mod forward;
 mod jobs;

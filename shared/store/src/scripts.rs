@@ -25,6 +25,8 @@ pub(crate) struct Scripts {
     pub(crate) stored: Script,
     pub(crate) hold: Script,
     pub(crate) unhold: Script,
+    pub(crate) retry: Script,
+    pub(crate) due: Script,
     /// Redis Cluster only: the owner's limits, before `create` (another slot).
     pub(crate) limits: Script,
 }
@@ -54,6 +56,8 @@ impl Scripts {
             stored: script(include_str!("scripts/stored.lua")),
             hold: script(include_str!("scripts/hold.lua")),
             unhold: script(include_str!("scripts/unhold.lua")),
+            retry: script(include_str!("scripts/retry.lua")),
+            due: script(include_str!("scripts/due.lua")),
             limits: script(include_str!("scripts/limits.lua")),
         }
     }

@@ -66,20 +66,26 @@ struct Fleet {
     gateway: Gateway,
     workers: Vec<Worker>,
     client: Client,
-    _catalog: mcp_tasks_tests::TempFile,
+    catalog: mcp_tasks_tests::TempFile,
+    /// The workers' `MCPT_LEASE`.
+    lease: &'static str,
 }
 
 impl Fleet {
     async fn start(catalog: &str, workers: usize, wanted: &[&str]) -> Result<Fleet> {
+        Fleet::start_with_lease(catalog, workers, wanted, "3s").await
+    }
+
+    async fn start_with_lease(
+        catalog: &str,
+        workers: usize,
+        wanted: &[&str],
+        lease: &'static str,
+    ) -> Result<Fleet> {
         let catalog = write_catalog(catalog)?;
         let redis = RedisServer::start()?;
-        let env = [
-            ("MCPT_TOOLS_FILE", catalog.path().display().to_string()),
-            ("MCPT_CONCURRENCY", "1".to_owned()),
-            ("MCPT_LEASE", "3s".to_owned()),
-        ];
         let workers = (0..workers)
-            .map(|_| Worker::start(&redis.url(), &env))
+            .map(|_| Worker::start(&redis.url(), &Fleet::worker_env(&catalog, lease)))
             .collect::<Result<Vec<_>>>()?;
         let gateway = Gateway::start(&redis.url(), &[])?;
         let client = gateway.client();
@@ -89,8 +95,28 @@ impl Fleet {
             gateway,
             workers,
             client,
-            _catalog: catalog,
+            catalog,
+            lease,
         })
+    }
+
+    /// Workers: the catalog, one slot, `lease`.
+    fn worker_env(catalog: &mcp_tasks_tests::TempFile, lease: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("MCPT_TOOLS_FILE", catalog.path().display().to_string()),
+            ("MCPT_CONCURRENCY", "1".to_owned()),
+            ("MCPT_LEASE", lease.to_owned()),
+        ]
+    }
+
+    /// One more worker.
+    fn add_worker(&mut self) -> Result<()> {
+        let w = Worker::start(
+            &self.redis.url(),
+            &Fleet::worker_env(&self.catalog, self.lease),
+        )?;
+        self.workers.push(w);
+        Ok(())
     }
 
     /// Wait until every worker has logged `line`.
@@ -238,5 +264,95 @@ async fn fleet_strike_holds_queued_calls_everywhere_and_restore_runs_them() -> R
     .await
     .context("calls of a struck tool are refused")?;
     drop(fleet.gateway);
+    Ok(())
+}
+
+/// A `[[command]]` tool failing with a retryable exit code: it counts its runs in the file
+/// `{file}`, exits 75 on the first two and succeeds on the third.
+const FLAKY: &str = r#"
+[[command]]
+name = "flaky"
+argv = ["sh", "-c", "n=$(( $(cat \"$0\" 2>/dev/null || echo 0) + 1 )); echo $n > \"$0\"; if [ $n -lt 3 ]; then echo \"try $n failed\" >&2; exit 75; fi; echo ok $n", "{file}"]
+input_schema = { type = "object", properties = { file = { type = "string" } }, required = ["file"] }
+retry = { attempts = 3, initial = "WAIT", max = "WAIT" }
+retry_on_exit = [75]
+
+[[command]]
+name = "always75"
+argv = ["sh", "-c", "echo run >> \"$0\"; echo down >&2; exit 75", "{file}"]
+input_schema = { type = "object", properties = { file = { type = "string" } }, required = ["file"] }
+retry = { attempts = 2, initial = "100ms", max = "100ms" }
+retry_on_exit = [75]
+"#;
+
+/// Poll task `id` until its status message contains `text`; the task then.
+async fn message_seen(client: &Client, id: &str, text: &str) -> Result<Value> {
+    poll_until(WITHIN, || async {
+        let t = client.get(id).await.ok()?;
+        t["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains(text))
+            .then_some(t)
+    })
+    .await
+    .with_context(|| format!("task {id} never said {text:?}"))
+}
+
+/// Retries: exit 75 is retryable for `flaky`, so it waits (`working`, "retrying in …
+/// (attempt 2 of 3): exit code 75: try 1 failed") and runs again, completing on attempt 3
+/// (T-17: it never leaves `working` meanwhile). A tool out of attempts ends as without
+/// retries: `completed` with the last run's `isError` result (T-21).
+#[tokio::test(flavor = "multi_thread")]
+async fn fleet_retry_completes_on_the_third_attempt() -> Result<()> {
+    let stamps = TempDir::new("mcpt-fleet-retry")?;
+    let fleet = Fleet::start(&FLAKY.replace("WAIT", "300ms"), 1, &["flaky", "always75"]).await?;
+    let client = &fleet.client;
+    let counter = stamps.path().join("flaky").display().to_string();
+    let id = client.start_task("flaky", json!({"file": counter})).await?;
+    let t = message_seen(client, &id, "(attempt 2 of 3): exit code 75: try 1 failed").await?;
+    ensure!(t["status"] == "working", "{t}");
+    let m = t["statusMessage"].as_str().unwrap_or("");
+    ensure!(m.starts_with("retrying in "), "{m}");
+    message_seen(client, &id, "(attempt 3 of 3): exit code 75: try 2 failed").await?;
+    let done = client.wait_status(&id, "completed", WITHIN).await?;
+    ensure!(done["result"]["content"][0]["text"] == "ok 3\n", "{done}");
+    ensure!(
+        runs(stamps.path(), "flaky") == 1,
+        "the counter file holds one line"
+    );
+    ensure!(std::fs::read_to_string(stamps.path().join("flaky"))?.trim() == "3");
+
+    let log = stamps.path().join("always").display().to_string();
+    let id = client.start_task("always75", json!({"file": log})).await?;
+    let done = client.wait_status(&id, "completed", WITHIN).await?;
+    ensure!(done["result"]["isError"] == true, "{done}");
+    ensure!(
+        done["result"]["structuredContent"]["exitCode"] == 75,
+        "{done}"
+    );
+    ensure!(runs(stamps.path(), "always") == 2, "two attempts in all");
+    Ok(())
+}
+
+/// Retries are durable: the worker that ran attempt 1 is SIGKILLed while the job waits for
+/// attempt 2; a worker started afterwards runs attempts 2 and 3 and the task completes.
+/// The lease is a minute, so the job cannot have come back by the dead worker's claim
+/// lapsing (a wait kept in the worker's memory would be lost for that minute).
+#[tokio::test(flavor = "multi_thread")]
+async fn fleet_retry_survives_its_worker_being_killed_during_the_wait() -> Result<()> {
+    let stamps = TempDir::new("mcpt-fleet-retry-kill")?;
+    let mut fleet =
+        Fleet::start_with_lease(&FLAKY.replace("WAIT", "2s"), 1, &["flaky"], "60s").await?;
+    let counter = stamps.path().join("flaky").display().to_string();
+    let id = fleet
+        .client
+        .start_task("flaky", json!({"file": counter}))
+        .await?;
+    message_seen(&fleet.client, &id, "(attempt 2 of 3)").await?;
+    fleet.workers[0].process.kill();
+    fleet.add_worker()?;
+    let done = fleet.client.wait_status(&id, "completed", WITHIN).await?;
+    ensure!(done["result"]["content"][0]["text"] == "ok 3\n", "{done}");
+    ensure!(std::fs::read_to_string(stamps.path().join("flaky"))?.trim() == "3");
     Ok(())
 }

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::CallToolResult;
 use crate::context::{ContextParts, Fence, TaskContext};
-use crate::tool::{Tool, ToolError, ToolFuture};
+use crate::tool::{Retry, Tool, ToolError, ToolFuture};
 
 use super::*;
 
@@ -46,6 +46,15 @@ impl Runner {
         let Some((fence, outcome, _live)) = self.run(&d, &job, tool.as_ref(), slot, parked).await
         else {
             return;
+        };
+        let outcome = match outcome {
+            Err(ToolError::Retryable(retry)) => {
+                match self.try_again(&d, fence, &job.tool, *retry).await {
+                    Some(last) => last,
+                    None => return,
+                }
+            }
+            other => other,
         };
         let Some(finish) = self.finish_of(&d, fence, outcome).await else {
             return;
@@ -112,7 +121,8 @@ impl Runner {
         });
         let mut call = tool.call(ctx, job.args.clone());
         // Moved to the end of its queue (fair share): as old as when it was first queued.
-        let young = d.queued_at().is_some_and(|c| now_millis() - c <= YOUNG_MS);
+        // A job back from a retry's wait has a fence already: it starts first.
+        let young = d.attempt == 1 && d.queued_at().is_some_and(|c| now_millis() - c <= YOUNG_MS);
         let mut early = None;
         if d.fresh && young {
             tokio::select! {
@@ -162,6 +172,10 @@ impl Runner {
         match outcome {
             Ok(result) => Some(self.completed(d, result).await),
             Err(ToolError::Protocol(error)) => Some(failed(error)),
+            // run_job turned these into a wait or their last outcome already.
+            Err(ToolError::Retryable(retry)) => {
+                Some(failed(ErrorObject::new(INTERNAL_ERROR, retry.reason)))
+            }
             // Why the run stopped is read from the task itself.
             Err(ToolError::Stopped) => match self.store.get_task(&d.task_id, &d.owner).await {
                 // Gone (expired) or terminal (cancelled while parked): release the entry.
@@ -251,6 +265,52 @@ impl Runner {
         }
     }
 
+    /// A retryable failure: with attempts left under the tool's policy, put the job in its
+    /// delayed set (`None`: nothing more to write here); else the outcome the task ends with.
+    async fn try_again(
+        &self,
+        d: &Delivery,
+        fence: u64,
+        tool: &str,
+        retry: Retry,
+    ) -> Option<Outcome> {
+        let Some(policy) = self.retries.get(tool).filter(|p| d.attempt < p.attempts) else {
+            return Some(match retry.last {
+                Some(result) => Ok(result),
+                None => Err(ToolError::internal(retry.reason)),
+            });
+        };
+        // A run that ended before taking its fence takes it now: the wait is fenced.
+        let fence = if fence == 0 {
+            self.start(d).await?.0
+        } else {
+            fence
+        };
+        let wait = policy.wait(d.attempt).max(retry.after.unwrap_or_default());
+        let next = d.attempt + 1;
+        let message = format!(
+            "retrying in {} (attempt {next} of {}): {}",
+            short_duration(wait),
+            policy.attempts,
+            retry.reason
+        );
+        match self.store.retry(d, fence, wait, &message, next).await {
+            Ok(Write::Ok) => {
+                tracing::info!(
+                    attempt = d.attempt,
+                    wait_ms = wait.as_millis() as u64,
+                    "run failed; tried again after a wait"
+                );
+            }
+            Ok(_) => {}
+            // Left pending: the sweep runs it again after the lease, a retry all the same.
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot schedule the retry; the job stays pending")
+            }
+        }
+        None
+    }
+
     /// Take the task's fencing token: `(fence, deadline)`, or `None` when there is nothing
     /// to run (skipped, or Redis away: the job stays pending).
     async fn start(&self, d: &Delivery) -> Option<(u64, Option<i64>)> {
@@ -299,6 +359,23 @@ impl Runner {
     async fn release(&self, d: &Delivery) {
         if let Err(e) = self.store.release(d).await {
             tracing::warn!(task.id = %d.task_id, error = %e, "cannot release job entry");
+        }
+    }
+}
+
+/// `250ms`, `4s`, `1m30s`: a wait as the status message says it.
+fn short_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    match ms {
+        0..1_000 => format!("{ms}ms"),
+        1_000..60_000 => format!("{}s", (ms + 500) / 1000),
+        _ => {
+            let s = (ms + 500) / 1000;
+            if s.is_multiple_of(60) {
+                format!("{}m", s / 60)
+            } else {
+                format!("{}m{}s", s / 60, s % 60)
+            }
         }
     }
 }

@@ -67,6 +67,8 @@ pub(crate) struct Runner {
     pub(crate) max_input_requests: u32,
     /// The kill switch's strikes, and the jobs running here.
     pub(crate) strikes: Arc<StrikeWatch>,
+    /// The retry policy of each tool that has one.
+    pub(crate) retries: HashMap<String, crate::tool::RetryPolicy>,
 }
 
 impl Runner {
