@@ -137,6 +137,7 @@ pub async fn run_serving(
     store.warn_if_evicting().await;
     let mut by_name: HashMap<String, Arc<dyn Tool>> = HashMap::new();
     let mut retries = HashMap::new();
+    let mut limits = HashMap::new();
     let mut adverts = Vec::new();
     for (rank, tool) in tools.into_iter().enumerate() {
         let spec = tool.spec();
@@ -156,6 +157,24 @@ pub async fn run_serving(
                 )));
             }
             retries.insert(spec.tool.name.clone(), policy);
+        }
+        match (spec.max_running, &spec.concurrency_key) {
+            (Some(0), _) => {
+                return Err(WorkerError::Tools(format!(
+                    "tool {}: max_running must be at least 1",
+                    spec.tool.name
+                )));
+            }
+            (None, Some(_)) => {
+                return Err(WorkerError::Tools(format!(
+                    "tool {}: concurrency_key needs max_running",
+                    spec.tool.name
+                )));
+            }
+            (Some(n), key) => {
+                limits.insert(spec.tool.name.clone(), (n, key.clone()));
+            }
+            (None, None) => {}
         }
         adverts.push(advert(
             &spec,
@@ -210,14 +229,16 @@ pub async fn run_serving(
         max_input_requests: config.max_input_requests,
         strikes: strikes.clone(),
         retries,
+        limits,
+        slots_held: Arc::default(),
     });
-    // Only workers with a tool that retries pay for moving due retries (a script per
-    // queue every DUE_EVERY); any such worker moves every job of its queues.
+    // Only workers with a tool that retries or is limited pay for moving due jobs (a script
+    // per queue every DUE_EVERY); any such worker moves every job of its queues.
     let retry_queues: Vec<String> = config
         .queues
         .iter()
         .filter(|q| {
-            runner.retries.keys().any(|t| {
+            runner.retries.keys().chain(runner.limits.keys()).any(|t| {
                 runner
                     .tools
                     .get(t)

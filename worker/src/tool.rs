@@ -152,6 +152,11 @@ pub struct ToolSpec {
     pub outlives_caller: bool,
     /// How [`ToolError::Retryable`] failures are tried again (default: never).
     pub retry: Option<RetryPolicy>,
+    /// At most this many calls run at once across the fleet (per value of
+    /// `concurrency_key`'s argument, when set); the others wait, holding no worker slot.
+    pub max_running: Option<u32>,
+    /// The argument whose value `max_running` counts per (`"repo"`: at most N per repo).
+    pub concurrency_key: Option<String>,
 }
 
 impl ToolSpec {
@@ -172,7 +177,23 @@ impl ToolSpec {
             poll_interval: None,
             outlives_caller: false,
             retry: None,
+            max_running: None,
+            concurrency_key: None,
         }
+    }
+
+    /// Run at most `n` calls at once across the fleet.
+    #[must_use]
+    pub fn max_running(mut self, n: u32) -> Self {
+        self.max_running = Some(n);
+        self
+    }
+
+    /// Count [`ToolSpec::max_running`] per value of argument `arg`.
+    #[must_use]
+    pub fn concurrency_key(mut self, arg: &str) -> Self {
+        self.concurrency_key = Some(arg.to_owned());
+        self
     }
 
     /// Try [`ToolError::Retryable`] failures again under `policy`.

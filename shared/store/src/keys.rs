@@ -137,6 +137,31 @@ pub fn delayed_key(stream: &str) -> String {
     }
 }
 
+/// The name of a concurrency limit: `TOOL`, or `TOOL=VALUE` for a `concurrency_key` value
+/// (braces and `%` in either are percent-encoded, so the name can be a hash tag).
+pub fn limit_name(tool: &str, value: Option<&str>) -> String {
+    let enc = |s: &str| {
+        s.replace('%', "%25")
+            .replace('{', "%7B")
+            .replace('}', "%7D")
+    };
+    match value {
+        None => enc(tool),
+        Some(v) => format!("{}={}", enc(tool), enc(v)),
+    }
+}
+
+/// The keys of limit `name` ([`limit_name`]), one hash tag: `mcpt:running:{NAME}` (task id
+/// → lease end), `mcpt:line:{NAME}` (task id → arrival), `mcpt:asked:{NAME}` (task id →
+/// when it last asked).
+pub fn limit_keys(name: &str) -> (String, String, String) {
+    (
+        format!("mcpt:running:{{{name}}}"),
+        format!("mcpt:line:{{{name}}}"),
+        format!("mcpt:asked:{{{name}}}"),
+    )
+}
+
 /// The consumer group every queue stream has.
 pub const GROUP: &str = "workers";
 

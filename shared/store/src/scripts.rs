@@ -27,6 +27,8 @@ pub(crate) struct Scripts {
     pub(crate) unhold: Script,
     pub(crate) retry: Script,
     pub(crate) due: Script,
+    pub(crate) acquire: Script,
+    pub(crate) park: Script,
     /// Redis Cluster only: the owner's limits, before `create` (another slot).
     pub(crate) limits: Script,
 }
@@ -58,6 +60,8 @@ impl Scripts {
             unhold: script(include_str!("scripts/unhold.lua")),
             retry: script(include_str!("scripts/retry.lua")),
             due: script(include_str!("scripts/due.lua")),
+            acquire: script(include_str!("scripts/acquire.lua")),
+            park: script(include_str!("scripts/park.lua")),
             limits: script(include_str!("scripts/limits.lua")),
         }
     }

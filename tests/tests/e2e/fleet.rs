@@ -100,7 +100,7 @@ impl Fleet {
         })
     }
 
-    /// Workers: the catalog, one slot, `lease`.
+    /// Workers: the catalog, one slot each, `lease`.
     fn worker_env(catalog: &mcp_tasks_tests::TempFile, lease: &str) -> Vec<(&'static str, String)> {
         vec![
             ("MCPT_TOOLS_FILE", catalog.path().display().to_string()),
@@ -354,5 +354,121 @@ async fn fleet_retry_survives_its_worker_being_killed_during_the_wait() -> Resul
     let done = fleet.client.wait_status(&id, "completed", WITHIN).await?;
     ensure!(done["result"]["content"][0]["text"] == "ok 3\n", "{done}");
     ensure!(std::fs::read_to_string(stamps.path().join("flaky"))?.trim() == "3");
+    Ok(())
+}
+
+/// The most runs at once in the `start NS` / `end NS` stamps of `files`, and how many runs.
+fn overlap(files: &[std::path::PathBuf]) -> Result<(usize, usize)> {
+    let mut events: Vec<(u128, i32)> = Vec::new();
+    for f in files {
+        for line in std::fs::read_to_string(f)?.lines() {
+            let (what, at) = line.split_once(' ').context("a stamp line")?;
+            let at: u128 = at.trim().parse()?;
+            // At the same nanosecond an end comes before a start.
+            events.push((at, if what == "end" { -1 } else { 1 }));
+        }
+    }
+    events.sort();
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, step) in &events {
+        now += step;
+        most = most.max(now);
+    }
+    let runs = events.iter().filter(|(_, s)| *s == 1).count();
+    Ok((usize::try_from(most)?, runs))
+}
+
+/// A limited tool stamping its start and end (ns) in `{dir}/{key}`.
+fn stamping_tool(name: &str, dir: &Path, limits: &str) -> String {
+    format!(
+        r#"
+        [[command]]
+        name = "{name}"
+        argv = ["sh", "-c", "echo start $(date +%s%N) >> \"$0/$1\"; sleep 0.2; echo end $(date +%s%N) >> \"$0/$1\"", "{dir}", "{{key}}"]
+        input_schema = {{ type = "object", properties = {{ key = {{ type = "string" }} }}, required = ["key"] }}
+        {limits}
+        "#,
+        dir = dir.display()
+    )
+}
+
+/// `max_running = 2` holds across three workers (three slots): over 20 calls the tool's
+/// own stamps never show more than two runs at once, and waiting tasks stay `working` with
+/// "waiting for a slot" (T-17). A worker SIGKILLed while it holds the one slot of a
+/// `max_running = 1` tool gives it back within the lease: the next call runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn fleet_max_running_holds_across_workers_and_a_dead_workers_slot_comes_back() -> Result<()> {
+    let stamps = TempDir::new("mcpt-fleet-limit")?;
+    let marker = stamps.path().join("hung-once");
+    let catalog = format!(
+        r#"{}
+        [[command]]
+        name = "single"
+        argv = ["sh", "-c", "if [ -e \"$0\" ]; then echo again; exit 0; fi; touch \"$0\"; echo started; exec sleep 30", "{marker}"]
+        max_running = 1
+        "#,
+        stamping_tool("gpu", stamps.path(), "max_running = 2"),
+        marker = marker.display(),
+    );
+    let mut fleet = Fleet::start(&catalog, 3, &["gpu", "single"]).await?;
+    let client = &fleet.client;
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        ids.push(client.start_task("gpu", json!({"key": "all"})).await?);
+    }
+    let waiting = message_seen(client, &ids[19], "waiting for a slot").await?;
+    ensure!(waiting["status"] == "working", "{waiting}");
+    for id in &ids {
+        client.wait_status(id, "completed", WITHIN).await?;
+    }
+    let (most, runs) = overlap(&[stamps.path().join("all")])?;
+    ensure!(runs == 20, "{runs} runs");
+    ensure!(most <= 2, "{most} runs at once under max_running = 2");
+
+    // The slot of a killed worker comes back.
+    let hung = client.start_task("single", json!({})).await?;
+    message_seen(client, &hung, "started").await?;
+    let next = client.start_task("single", json!({})).await?;
+    message_seen(client, &next, "waiting for a slot").await?;
+    let holder = fleet.workers.iter_mut().find_map(|w| {
+        let children = crate::upstream::children_of(w.process.child().id());
+        (!children.is_empty()).then_some((w, children))
+    });
+    let (holder, orphans) = holder.context("the worker running the hung call")?;
+    holder.process.kill();
+    for pid in orphans {
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    }
+    client.wait_status(&next, "completed", WITHIN).await?;
+    client.wait_status(&hung, "completed", WITHIN).await?;
+    Ok(())
+}
+
+/// `concurrency_key = "{key}"` with `max_running = 1`: at most one run per key value at a
+/// time, while runs of different keys overlap.
+#[tokio::test(flavor = "multi_thread")]
+async fn fleet_concurrency_key_limits_each_value_on_its_own() -> Result<()> {
+    let stamps = TempDir::new("mcpt-fleet-key")?;
+    let catalog = stamping_tool(
+        "repo",
+        stamps.path(),
+        "max_running = 1\nconcurrency_key = \"{key}\"",
+    );
+    let fleet = Fleet::start(&catalog, 3, &["repo"]).await?;
+    let client = &fleet.client;
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        for key in ["a", "b"] {
+            ids.push(client.start_task("repo", json!({"key": key})).await?);
+        }
+    }
+    for id in &ids {
+        client.wait_status(id, "completed", WITHIN).await?;
+    }
+    let (a, b) = (stamps.path().join("a"), stamps.path().join("b"));
+    ensure!(overlap(std::slice::from_ref(&a))? == (1, 4), "key a");
+    ensure!(overlap(std::slice::from_ref(&b))? == (1, 4), "key b");
+    let (both, _) = overlap(&[a, b])?;
+    ensure!(both == 2, "keys a and b never ran at the same time");
     Ok(())
 }

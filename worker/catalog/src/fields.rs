@@ -35,6 +35,9 @@ pub(super) struct Common {
     pub(super) outlives_caller: bool,
     #[serde(default, deserialize_with = "retry")]
     pub(super) retry: Option<RetryPolicy>,
+    #[serde(default, deserialize_with = "max_running")]
+    pub(super) max_running: Option<u32>,
+    pub(super) concurrency_key: Option<String>,
 }
 
 /// A positive duration like `30s`, and the text it was written as (for messages).
@@ -212,6 +215,17 @@ fn retry<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RetryPolicy>, D::Erro
             initial,
             max,
         }))
+    })
+}
+
+/// `max_running`: a whole number of at least 1.
+fn max_running<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    checked(d, |v| {
+        v.as_integer()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n >= 1)
+            .map(Some)
+            .ok_or_else(|| format!("{v}: expected a whole number of at least 1"))
     })
 }
 

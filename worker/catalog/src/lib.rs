@@ -456,6 +456,34 @@ fn tool_spec(common: Common, config: &WorkerConfig) -> Result<ToolSpec, FieldErr
     spec.poll_interval = common.poll_interval.map(|l| l.value);
     spec.outlives_caller = common.outlives_caller;
     spec.retry = common.retry;
+    spec.max_running = common.max_running;
+    if let Some(key) = common.concurrency_key {
+        let arg = key
+            .strip_prefix('{')
+            .and_then(|k| k.strip_suffix('}'))
+            .filter(|k| !k.is_empty() && !k.contains(['{', '}']))
+            .ok_or_else(|| {
+                bad(
+                    "concurrency_key",
+                    format!("{key:?}: expected one argument's placeholder, like \"{{repo}}\""),
+                )
+            })?;
+        if spec.max_running.is_none() {
+            return Err(bad(
+                "concurrency_key",
+                "needs max_running = N on the same entry",
+            ));
+        }
+        if let Some(names) = schema_properties(&spec.tool.input_schema)
+            && !names.contains(arg)
+        {
+            return Err(bad(
+                "concurrency_key",
+                format!("{key:?} names no property of input_schema"),
+            ));
+        }
+        spec.concurrency_key = Some(arg.to_owned());
+    }
     Ok(spec)
 }
 
@@ -677,6 +705,22 @@ mod tests {
             (
                 "[[command]]\nname = \"a\"\nargv = [\"x\"]\nretry = { attempts = 3, tries = 2 }\n",
                 "field retry: unknown key \"tries\"",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nmax_running = 0\n",
+                "field max_running: 0: expected a whole number of at least 1",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nconcurrency_key = \"{repo}\"\n",
+                "field concurrency_key: needs max_running = N on the same entry",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nmax_running = 2\nconcurrency_key = \"repo\"\n",
+                "field concurrency_key: \"repo\": expected one argument's placeholder",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nmax_running = 2\nconcurrency_key = \"{rep}\"\ninput_schema = { type = \"object\", properties = { repo = { type = \"string\" } } }\n",
+                "field concurrency_key: \"{rep}\" names no property of input_schema",
             ),
             (
                 "[[command]]\nname = \"a\"\nargv = [\"x\"]\nretry_on_exit = [75]\n",

@@ -42,6 +42,10 @@ impl Runner {
         let _struck_by = self
             .strikes
             .running(&d.task_id, &d.owner, &job.tool, &job.args);
+        // A concurrency limit: a slot first, or wait (parked, this worker's slot freed).
+        let Some(_limit_slot) = self.limit_slot(&d, &job).await else {
+            return;
+        };
         // `_live` lasts until the outcome is written, as the job's slot does.
         let Some((fence, outcome, _live)) = self.run(&d, &job, tool.as_ref(), slot, parked).await
         else {
@@ -265,6 +269,48 @@ impl Runner {
         }
     }
 
+    /// The fleet-wide slot a limited tool's run needs: `Some` to run (holding the slot, if
+    /// any, until dropped), `None` when the job waits (parked in its delayed set) or Redis is
+    /// away (left pending: the sweep brings it back).
+    async fn limit_slot(&self, d: &Delivery, job: &Job) -> Option<Option<LimitSlot>> {
+        let Some((slots, key)) = self.limits.get(&job.tool) else {
+            return Some(None);
+        };
+        let value = key.as_ref().map(|arg| match job.args.get(arg) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => String::new(),
+        });
+        let limit = mcp_tasks_store::keys::limit_name(&job.tool, value.as_deref());
+        let arrival = d.queued_at().unwrap_or_else(now_millis);
+        match self
+            .store
+            .acquire_slot(&limit, *slots, &d.task_id, arrival, self.lease)
+            .await
+        {
+            Ok(mcp_tasks_store::limits::Slot::Taken { .. }) => {
+                let id = (limit, d.task_id.clone());
+                lock(&self.slots_held).insert(id.clone(), ());
+                Some(Some(LimitSlot {
+                    store: self.store.clone(),
+                    held: self.slots_held.clone(),
+                    id,
+                }))
+            }
+            Ok(mcp_tasks_store::limits::Slot::Wait { running }) => {
+                let message = format!("waiting for a slot ({running} of {slots} running)");
+                if let Err(e) = self.store.park(d, &message).await {
+                    tracing::warn!(error = %e, "cannot park a job waiting for a slot; it stays pending");
+                }
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot take a concurrency slot; the job stays pending");
+                None
+            }
+        }
+    }
+
     /// A retryable failure: with attempts left under the tool's policy, put the job in its
     /// delayed set (`None`: nothing more to write here); else the outcome the task ends with.
     async fn try_again(
@@ -360,6 +406,31 @@ impl Runner {
         if let Err(e) = self.store.release(d).await {
             tracing::warn!(task.id = %d.task_id, error = %e, "cannot release job entry");
         }
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A map of plain values: a panic elsewhere leaves nothing half-done.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A concurrency slot held by a run; given back (in the background) when dropped.
+struct LimitSlot {
+    store: Store,
+    held: Arc<std::sync::Mutex<HashMap<(String, String), ()>>>,
+    id: (String, String),
+}
+
+impl Drop for LimitSlot {
+    fn drop(&mut self) {
+        lock(&self.held).remove(&self.id);
+        let (store, (limit, task)) = (self.store.clone(), self.id.clone());
+        tokio::spawn(async move {
+            // Lost: the slot lapses with its lease.
+            if let Err(e) = store.free_slot(&limit, &task).await {
+                tracing::warn!(error = %e, "cannot give a concurrency slot back; it lapses with its lease");
+            }
+        });
     }
 }
 

@@ -69,6 +69,10 @@ pub(crate) struct Runner {
     pub(crate) strikes: Arc<StrikeWatch>,
     /// The retry policy of each tool that has one.
     pub(crate) retries: HashMap<String, crate::tool::RetryPolicy>,
+    /// The concurrency limit of each tool that has one: slots, and the argument counted by.
+    pub(crate) limits: HashMap<String, (u32, Option<String>)>,
+    /// The limit slots this worker's runs hold (limit, task id), renewed with the claims.
+    pub(crate) slots_held: Arc<std::sync::Mutex<HashMap<(String, String), ()>>>,
 }
 
 impl Runner {
@@ -329,7 +333,19 @@ impl Runner {
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
-                _ = tick.tick() => self.claims.renew(&self.store, &self.consumer).await,
+                _ = tick.tick() => {
+                    self.claims.renew(&self.store, &self.consumer).await;
+                    let held: Vec<(String, String)> = self
+                        .slots_held
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .keys()
+                        .cloned()
+                        .collect();
+                    if let Err(e) = self.store.renew_slots(&held, self.lease).await {
+                        tracing::warn!(error = %e, "cannot renew concurrency slots");
+                    }
+                }
             }
         }
     }
