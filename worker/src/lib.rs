@@ -42,7 +42,7 @@ pub use mcp_tasks_protocol::tasks::InputRequest;
 pub use mcp_tasks_protocol::tools::CallToolResult;
 pub use mcp_tasks_store::forward::UpstreamAdvert;
 pub use mcp_tasks_store::registry::{Needs, Policy};
-pub use tool::{Retry, RetryPolicy, Tool, ToolError, ToolFuture, ToolSpec};
+pub use tool::{Rate, Retry, RetryPolicy, Tool, ToolError, ToolFuture, ToolSpec};
 
 /// Why a worker stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -158,23 +158,27 @@ pub async fn run_serving(
             }
             retries.insert(spec.tool.name.clone(), policy);
         }
-        match (spec.max_running, &spec.concurrency_key) {
-            (Some(0), _) => {
-                return Err(WorkerError::Tools(format!(
-                    "tool {}: max_running must be at least 1",
-                    spec.tool.name
-                )));
-            }
-            (None, Some(_)) => {
-                return Err(WorkerError::Tools(format!(
-                    "tool {}: concurrency_key needs max_running",
-                    spec.tool.name
-                )));
-            }
-            (Some(n), key) => {
-                limits.insert(spec.tool.name.clone(), (n, key.clone()));
-            }
-            (None, None) => {}
+        if spec.max_running == Some(0) {
+            return Err(WorkerError::Tools(format!(
+                "tool {}: max_running must be at least 1",
+                spec.tool.name
+            )));
+        }
+        if spec.concurrency_key.is_some() && spec.max_running.is_none() && spec.rate.is_none() {
+            return Err(WorkerError::Tools(format!(
+                "tool {}: concurrency_key needs max_running or rate",
+                spec.tool.name
+            )));
+        }
+        if spec.max_running.is_some() || spec.rate.is_some() {
+            limits.insert(
+                spec.tool.name.clone(),
+                runner::Limits {
+                    max_running: spec.max_running,
+                    key: spec.concurrency_key.clone(),
+                    rate: spec.rate,
+                },
+            );
         }
         adverts.push(advert(
             &spec,

@@ -155,8 +155,45 @@ pub struct ToolSpec {
     /// At most this many calls run at once across the fleet (per value of
     /// `concurrency_key`'s argument, when set); the others wait, holding no worker slot.
     pub max_running: Option<u32>,
-    /// The argument whose value `max_running` counts per (`"repo"`: at most N per repo).
+    /// The argument whose value `max_running` and `rate` count per (`"repo"`: at most N
+    /// per repo).
     pub concurrency_key: Option<String>,
+    /// At most this many starts per window across the fleet (per `concurrency_key` value);
+    /// the others wait, holding no worker slot.
+    pub rate: Option<Rate>,
+}
+
+/// A start rate: `starts` per `per` (`"10/min"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    /// Starts allowed in any window of `per`.
+    pub starts: u32,
+    /// The window.
+    pub per: Duration,
+}
+
+impl Rate {
+    /// `N/s`, `N/min`, `N/h`, `N/day`, or `N/` and a duration (`5/10s`).
+    ///
+    /// # Errors
+    /// Anything else, or `N` or the window zero.
+    pub fn parse(text: &str) -> Result<Rate, String> {
+        let bad = || {
+            format!("{text:?}: expected starts per window, like \"10/min\", \"2/s\" or \"5/10s\"")
+        };
+        let (n, per) = text.trim().split_once('/').ok_or_else(bad)?;
+        let starts: u32 = n.trim().parse().ok().filter(|n| *n >= 1).ok_or_else(bad)?;
+        let per = match per.trim() {
+            "s" | "sec" | "second" => Duration::from_secs(1),
+            "m" | "min" | "minute" => Duration::from_secs(60),
+            "h" | "hour" => Duration::from_secs(3600),
+            "d" | "day" => Duration::from_secs(86_400),
+            other => mcp_tasks_shared::config::parse_duration(other)
+                .filter(|d| !d.is_zero())
+                .ok_or_else(bad)?,
+        };
+        Ok(Rate { starts, per })
+    }
 }
 
 impl ToolSpec {
@@ -179,7 +216,15 @@ impl ToolSpec {
             retry: None,
             max_running: None,
             concurrency_key: None,
+            rate: None,
         }
+    }
+
+    /// Start at most `rate.starts` calls per `rate.per` across the fleet.
+    #[must_use]
+    pub fn rate(mut self, rate: Rate) -> Self {
+        self.rate = Some(rate);
+        self
     }
 
     /// Run at most `n` calls at once across the fleet.
@@ -257,6 +302,35 @@ impl ToolSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rates_read_as_starts_per_window() {
+        let r = |t| Rate::parse(t);
+        assert_eq!(
+            r("10/min"),
+            Ok(Rate {
+                starts: 10,
+                per: Duration::from_secs(60)
+            })
+        );
+        assert_eq!(
+            r("2/s"),
+            Ok(Rate {
+                starts: 2,
+                per: Duration::from_secs(1)
+            })
+        );
+        assert_eq!(
+            r(" 5/10s "),
+            Ok(Rate {
+                starts: 5,
+                per: Duration::from_secs(10)
+            })
+        );
+        for bad in ["10", "0/min", "x/min", "10/fortnight", "10/0s", "-1/s"] {
+            assert!(r(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn backoff_doubles_up_to_max_and_jitter_stays_within_half() {

@@ -162,6 +162,12 @@ pub fn limit_keys(name: &str) -> (String, String, String) {
     )
 }
 
+/// `mcpt:starts:{NAME}` — a rate limit's recent starts (task id → ms), for limit `NAME`
+/// ([`limit_name`]); it expires a window after the last start.
+pub fn starts_key(name: &str) -> String {
+    format!("mcpt:starts:{{{name}}}")
+}
+
 /// The consumer group every queue stream has.
 pub const GROUP: &str = "workers";
 

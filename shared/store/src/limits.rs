@@ -111,12 +111,43 @@ impl Store {
         Ok(())
     }
 
-    /// Put `d`'s job (not started) in its stream's delayed set for [`ASK_EVERY`], its task
-    /// `working` with status message `message`. `false` when nothing needs to wait.
+    /// Count a start of task `task_id` against rate limit `limit` (`per` starts per
+    /// `window`): `None` to start now, or how long until a start is allowed.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn park(&self, d: &Delivery, message: &str) -> StoreResult<bool> {
+    pub async fn rate_start(
+        &self,
+        limit: &str,
+        per: u32,
+        window: Duration,
+        task_id: &str,
+    ) -> StoreResult<Option<Duration>> {
+        let mut con = self.con.clone();
+        let (go, wait_ms): (i64, i64) = self
+            .scripts
+            .rate
+            .key(keys::starts_key(limit))
+            .arg(task_id)
+            .arg(per)
+            .arg(u64::try_from(window.as_millis()).unwrap_or(u64::MAX))
+            .invoke_async(&mut con)
+            .await?;
+        Ok((go != 1).then(|| Duration::from_millis(u64::try_from(wait_ms).unwrap_or(1))))
+    }
+
+    /// Put `d`'s job (not started) in its stream's delayed set for `again` (at least
+    /// [`ASK_EVERY`] when `None`), its task `working` with status message `message`.
+    /// `false` when nothing needs to wait.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn park(
+        &self,
+        d: &Delivery,
+        message: &str,
+        again: Option<Duration>,
+    ) -> StoreResult<bool> {
         let mut con = self.con.clone();
         let parked: i64 = self
             .scripts
@@ -127,7 +158,7 @@ impl Store {
             .arg(self.layout.events_channel(&d.task_id))
             .arg(keys::GROUP)
             .arg(&d.entry)
-            .arg(u64::try_from(ASK_EVERY.as_millis()).unwrap_or(u64::MAX))
+            .arg(u64::try_from(again.unwrap_or(ASK_EVERY).as_millis()).unwrap_or(u64::MAX))
             .arg(message)
             .invoke_async(&mut con)
             .await?;

@@ -29,6 +29,7 @@ pub(crate) struct Scripts {
     pub(crate) due: Script,
     pub(crate) acquire: Script,
     pub(crate) park: Script,
+    pub(crate) rate: Script,
     /// Redis Cluster only: the owner's limits, before `create` (another slot).
     pub(crate) limits: Script,
 }
@@ -62,6 +63,7 @@ impl Scripts {
             due: script(include_str!("scripts/due.lua")),
             acquire: script(include_str!("scripts/acquire.lua")),
             park: script(include_str!("scripts/park.lua")),
+            rate: script(include_str!("scripts/rate.lua")),
             limits: script(include_str!("scripts/limits.lua")),
         }
     }

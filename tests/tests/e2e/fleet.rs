@@ -472,3 +472,38 @@ async fn fleet_concurrency_key_limits_each_value_on_its_own() -> Result<()> {
     ensure!(both == 2, "keys a and b never ran at the same time");
     Ok(())
 }
+
+/// `rate = "3/2s"` across three workers: of 7 calls, no window of 2 s (less a little for
+/// process start-up jitter in the tool's own stamps) holds more than 3 starts, and the
+/// calls that wait say so while `working` (T-17).
+#[tokio::test(flavor = "multi_thread")]
+async fn fleet_rate_limit_holds_across_workers() -> Result<()> {
+    let stamps = TempDir::new("mcpt-fleet-rate")?;
+    let catalog = stamping_tool("quota", stamps.path(), "rate = \"3/2s\"");
+    let fleet = Fleet::start(&catalog, 3, &["quota"]).await?;
+    let client = &fleet.client;
+    let mut ids = Vec::new();
+    for _ in 0..7 {
+        ids.push(client.start_task("quota", json!({"key": "q"})).await?);
+    }
+    let waiting = message_seen(client, &ids[6], "waiting for the rate limit (3 per 2s)").await?;
+    ensure!(waiting["status"] == "working", "{waiting}");
+    for id in &ids {
+        client.wait_status(id, "completed", WITHIN).await?;
+    }
+    let mut starts: Vec<u128> = std::fs::read_to_string(stamps.path().join("q"))?
+        .lines()
+        .filter_map(|l| l.strip_prefix("start ")?.trim().parse().ok())
+        .collect();
+    starts.sort_unstable();
+    ensure!(starts.len() == 7, "{starts:?}");
+    let window: u128 = 1_850_000_000; // 2 s less 150 ms of jitter, in ns
+    for (i, t) in starts.iter().enumerate() {
+        let within = starts[i..].iter().take_while(|u| **u < t + window).count();
+        ensure!(
+            within <= 3,
+            "{within} starts within 2 s from start {i}: {starts:?}"
+        );
+    }
+    Ok(())
+}

@@ -17,7 +17,7 @@ use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 use serde::{Deserialize, de::Error as _};
 
 use super::{DEFAULT_MAX_OUTPUT, FieldError, bad};
-use mcp_tasks_worker::{Policy, RetryPolicy};
+use mcp_tasks_worker::{Policy, Rate, RetryPolicy};
 
 /// The fields every kind takes (`[[upstream]]` refuses `description` and `input_schema`).
 #[derive(Debug, Deserialize)]
@@ -38,6 +38,8 @@ pub(super) struct Common {
     #[serde(default, deserialize_with = "max_running")]
     pub(super) max_running: Option<u32>,
     pub(super) concurrency_key: Option<String>,
+    #[serde(default, deserialize_with = "rate")]
+    pub(super) rate: Option<Rate>,
 }
 
 /// A positive duration like `30s`, and the text it was written as (for messages).
@@ -215,6 +217,16 @@ fn retry<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RetryPolicy>, D::Erro
             initial,
             max,
         }))
+    })
+}
+
+/// `rate = "10/min"`.
+fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Rate>, D::Error> {
+    checked(d, |v| {
+        v.as_str()
+            .ok_or_else(|| format!("{v}: expected starts per window, like \"10/min\""))
+            .and_then(Rate::parse)
+            .map(Some)
     })
 }
 

@@ -457,6 +457,7 @@ fn tool_spec(common: Common, config: &WorkerConfig) -> Result<ToolSpec, FieldErr
     spec.outlives_caller = common.outlives_caller;
     spec.retry = common.retry;
     spec.max_running = common.max_running;
+    spec.rate = common.rate;
     if let Some(key) = common.concurrency_key {
         let arg = key
             .strip_prefix('{')
@@ -468,10 +469,10 @@ fn tool_spec(common: Common, config: &WorkerConfig) -> Result<ToolSpec, FieldErr
                     format!("{key:?}: expected one argument's placeholder, like \"{{repo}}\""),
                 )
             })?;
-        if spec.max_running.is_none() {
+        if spec.max_running.is_none() && spec.rate.is_none() {
             return Err(bad(
                 "concurrency_key",
-                "needs max_running = N on the same entry",
+                "needs max_running = N or rate = \"N/min\" on the same entry",
             ));
         }
         if let Some(names) = schema_properties(&spec.tool.input_schema)
@@ -712,7 +713,11 @@ mod tests {
             ),
             (
                 "[[command]]\nname = \"a\"\nargv = [\"x\"]\nconcurrency_key = \"{repo}\"\n",
-                "field concurrency_key: needs max_running = N on the same entry",
+                "field concurrency_key: needs max_running = N or rate = \"N/min\" on the same entry",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nrate = \"ten a minute\"\n",
+                "field rate: \"ten a minute\": expected starts per window, like \"10/min\"",
             ),
             (
                 "[[command]]\nname = \"a\"\nargv = [\"x\"]\nmax_running = 2\nconcurrency_key = \"repo\"\n",

@@ -273,19 +273,47 @@ impl Runner {
     /// any, until dropped), `None` when the job waits (parked in its delayed set) or Redis is
     /// away (left pending: the sweep brings it back).
     async fn limit_slot(&self, d: &Delivery, job: &Job) -> Option<Option<LimitSlot>> {
-        let Some((slots, key)) = self.limits.get(&job.tool) else {
+        let Some(limits) = self.limits.get(&job.tool) else {
             return Some(None);
         };
-        let value = key.as_ref().map(|arg| match job.args.get(arg) {
+        let value = limits.key.as_ref().map(|arg| match job.args.get(arg) {
             Some(serde_json::Value::String(s)) => s.clone(),
             Some(other) => other.to_string(),
             None => String::new(),
         });
         let limit = mcp_tasks_store::keys::limit_name(&job.tool, value.as_deref());
+        // The rate first: a start it counts is kept (a delivery again counts once).
+        if let Some(rate) = limits.rate {
+            match self
+                .store
+                .rate_start(&limit, rate.starts, rate.per, &d.task_id)
+                .await
+            {
+                Ok(None) => {}
+                Ok(Some(wait)) => {
+                    let message = format!(
+                        "waiting for the rate limit ({} per {})",
+                        rate.starts,
+                        short_duration(rate.per)
+                    );
+                    if let Err(e) = self.store.park(d, &message, Some(wait)).await {
+                        tracing::warn!(error = %e, "cannot park a rate-limited job; it stays pending");
+                    }
+                    return None;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot count a rate-limited start; the job stays pending");
+                    return None;
+                }
+            }
+        }
+        let Some(slots) = limits.max_running else {
+            return Some(None);
+        };
         let arrival = d.queued_at().unwrap_or_else(now_millis);
         match self
             .store
-            .acquire_slot(&limit, *slots, &d.task_id, arrival, self.lease)
+            .acquire_slot(&limit, slots, &d.task_id, arrival, self.lease)
             .await
         {
             Ok(mcp_tasks_store::limits::Slot::Taken { .. }) => {
@@ -299,7 +327,7 @@ impl Runner {
             }
             Ok(mcp_tasks_store::limits::Slot::Wait { running }) => {
                 let message = format!("waiting for a slot ({running} of {slots} running)");
-                if let Err(e) = self.store.park(d, &message).await {
+                if let Err(e) = self.store.park(d, &message, None).await {
                     tracing::warn!(error = %e, "cannot park a job waiting for a slot; it stays pending");
                 }
                 None

@@ -44,6 +44,16 @@ const YOUNG_MS: i64 = 100;
 /// How often a running job's task is re-read without events (expiry publishes nothing).
 const RECHECK_EVERY: Duration = Duration::from_secs(10);
 
+/// A tool's fleet-wide limits.
+pub(crate) struct Limits {
+    /// `max_running`.
+    pub(crate) max_running: Option<u32>,
+    /// The argument counted by (`concurrency_key`).
+    pub(crate) key: Option<String>,
+    /// `rate`.
+    pub(crate) rate: Option<crate::tool::Rate>,
+}
+
 pub(crate) struct Runner {
     pub(crate) store: Store,
     pub(crate) hub: EventHub,
@@ -69,8 +79,8 @@ pub(crate) struct Runner {
     pub(crate) strikes: Arc<StrikeWatch>,
     /// The retry policy of each tool that has one.
     pub(crate) retries: HashMap<String, crate::tool::RetryPolicy>,
-    /// The concurrency limit of each tool that has one: slots, and the argument counted by.
-    pub(crate) limits: HashMap<String, (u32, Option<String>)>,
+    /// The concurrency and rate limits of each tool that has one.
+    pub(crate) limits: HashMap<String, Limits>,
     /// The limit slots this worker's runs hold (limit, task id), renewed with the claims.
     pub(crate) slots_held: Arc<std::sync::Mutex<HashMap<(String, String), ()>>>,
 }
