@@ -62,19 +62,26 @@ impl Registry {
         name: &str,
         args: &serde_json::Value,
     ) -> StoreResult<Option<Strike>> {
-        let cached = self
-            .strikes
-            .read()
-            .await
-            .as_ref()
-            .filter(|(at, _)| at.elapsed() < CACHE_FOR)
-            .map(|(_, s)| s.clone());
+        let fresh = |held: &Option<(Instant, Arc<Strikes>)>| {
+            held.as_ref()
+                .filter(|(at, _)| at.elapsed() < CACHE_FOR)
+                .map(|(_, s)| s.clone())
+        };
+        let cached = fresh(&*self.strikes.read().await);
         let strikes = match cached {
             Some(s) => s,
             None => {
-                let fresh = Arc::new(self.store.strikes().await?);
-                *self.strikes.write().await = Some((Instant::now(), fresh.clone()));
-                fresh
+                // One read per second for the whole gateway: concurrent calls that find
+                // the copy stale wait for the first one's read instead of each reading.
+                let mut held = self.strikes.write().await;
+                match fresh(&held) {
+                    Some(s) => s,
+                    None => {
+                        let read = Arc::new(self.store.strikes().await?);
+                        *held = Some((Instant::now(), read.clone()));
+                        read
+                    }
+                }
             }
         };
         Ok(strikes.matching(name, args).cloned())
