@@ -91,6 +91,15 @@ pub(crate) async fn prepare(
         ))
         .with_server_info()));
     }
+    // The kill switch (`mcp-tasks strike`): a tool error, so the caller's model reads it.
+    if let Some(strike) = state.registry.struck(name, &args).await? {
+        return Ok(Err(CallToolResult::error_text(format!(
+            "{} is struck: an operator stopped it (mcp-tasks strike) at {}; new calls are refused until it is restored",
+            strike.describe(),
+            mcp_tasks_protocol::time::rfc3339_millis(strike.at_ms)
+        ))
+        .with_server_info()));
+    }
     Ok(Ok((
         Prepared {
             name: name.to_owned(),

@@ -1,6 +1,8 @@
 //! The live tool list: advertisements from `mcpt:tools`, cached for a second so a
 //! `tools/call` costs no extra Redis round trip; and the same for the upstreams whose
-//! prompts and resources workers serve (`mcpt:upstreams`).
+//! prompts and resources workers serve (`mcpt:upstreams`); and the kill switch's strikes
+//! (`mcpt:strikes`), read at most once a second, so a strike refuses calls on every gateway
+//! within a second at no cost per call.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,6 +10,7 @@ use std::time::{Duration, Instant};
 use mcp_tasks_protocol::time::now_millis;
 use mcp_tasks_store::forward::UpstreamAdvert;
 use mcp_tasks_store::registry::{ADVERT_STALE_MS, ToolAdvert};
+use mcp_tasks_store::strikes::{Strike, Strikes};
 use mcp_tasks_store::{Store, StoreResult};
 use tokio::sync::RwLock;
 
@@ -17,6 +20,7 @@ pub(crate) struct Registry {
     store: Store,
     cache: RwLock<Option<(Instant, Arc<Vec<ToolAdvert>>)>>,
     upstreams: RwLock<Option<(Instant, Arc<Vec<UpstreamAdvert>>)>>,
+    strikes: RwLock<Option<(Instant, Arc<Strikes>)>>,
 }
 
 impl Registry {
@@ -25,6 +29,7 @@ impl Registry {
             store,
             cache: RwLock::new(None),
             upstreams: RwLock::new(None),
+            strikes: RwLock::new(None),
         }
     }
 
@@ -49,6 +54,37 @@ impl Registry {
             .iter()
             .find(|t| t.tool.name == name)
             .cloned())
+    }
+
+    /// The strike a call of `name` with `args` falls under, if any.
+    pub(crate) async fn struck(
+        &self,
+        name: &str,
+        args: &serde_json::Value,
+    ) -> StoreResult<Option<Strike>> {
+        let fresh = |held: &Option<(Instant, Arc<Strikes>)>| {
+            held.as_ref()
+                .filter(|(at, _)| at.elapsed() < CACHE_FOR)
+                .map(|(_, s)| s.clone())
+        };
+        let cached = fresh(&*self.strikes.read().await);
+        let strikes = match cached {
+            Some(s) => s,
+            None => {
+                // One read per second for the whole gateway: concurrent calls that find
+                // the copy stale wait for the first one's read instead of each reading.
+                let mut held = self.strikes.write().await;
+                match fresh(&held) {
+                    Some(s) => s,
+                    None => {
+                        let read = Arc::new(self.store.strikes().await?);
+                        *held = Some((Instant::now(), read.clone()));
+                        read
+                    }
+                }
+            }
+        };
+        Ok(strikes.matching(name, args).cloned())
     }
 
     async fn refresh(&self) -> StoreResult<Arc<Vec<ToolAdvert>>> {

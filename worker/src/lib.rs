@@ -18,6 +18,7 @@ mod claims;
 mod context;
 mod forward;
 mod runner;
+mod strikes;
 mod tool;
 pub mod tools;
 
@@ -27,6 +28,7 @@ use std::time::Duration;
 
 use mcp_tasks_protocol::time::now_millis;
 use mcp_tasks_shared::config::WorkerConfig;
+use mcp_tasks_store::delayed::DUE_EVERY;
 use mcp_tasks_store::events::EventHub;
 use mcp_tasks_store::registry::{HEARTBEAT_INTERVAL_MS, ToolAdvert};
 use mcp_tasks_store::{Store, StoreError};
@@ -40,7 +42,7 @@ pub use mcp_tasks_protocol::tasks::InputRequest;
 pub use mcp_tasks_protocol::tools::CallToolResult;
 pub use mcp_tasks_store::forward::UpstreamAdvert;
 pub use mcp_tasks_store::registry::{Needs, Policy};
-pub use tool::{Tool, ToolError, ToolFuture, ToolSpec};
+pub use tool::{Rate, Retry, RetryPolicy, Tool, ToolError, ToolFuture, ToolSpec};
 
 /// Why a worker stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -134,6 +136,8 @@ pub async fn run_serving(
     store.ensure_groups(&config.queues).await?;
     store.warn_if_evicting().await;
     let mut by_name: HashMap<String, Arc<dyn Tool>> = HashMap::new();
+    let mut retries = HashMap::new();
+    let mut limits = HashMap::new();
     let mut adverts = Vec::new();
     for (rank, tool) in tools.into_iter().enumerate() {
         let spec = tool.spec();
@@ -144,6 +148,37 @@ pub async fn run_serving(
                 spec.queue,
                 config.queues.join(",")
             )));
+        }
+        if let Some(policy) = spec.retry {
+            if policy.attempts == 0 || policy.initial.is_zero() || policy.max < policy.initial {
+                return Err(WorkerError::Tools(format!(
+                    "tool {}: retry needs attempts of at least 1 and 0 < initial <= max",
+                    spec.tool.name
+                )));
+            }
+            retries.insert(spec.tool.name.clone(), policy);
+        }
+        if spec.max_running == Some(0) {
+            return Err(WorkerError::Tools(format!(
+                "tool {}: max_running must be at least 1",
+                spec.tool.name
+            )));
+        }
+        if spec.concurrency_key.is_some() && spec.max_running.is_none() && spec.rate.is_none() {
+            return Err(WorkerError::Tools(format!(
+                "tool {}: concurrency_key needs max_running or rate",
+                spec.tool.name
+            )));
+        }
+        if spec.max_running.is_some() || spec.rate.is_some() {
+            limits.insert(
+                spec.tool.name.clone(),
+                runner::Limits {
+                    max_running: spec.max_running,
+                    key: spec.concurrency_key.clone(),
+                    rate: spec.rate,
+                },
+            );
         }
         adverts.push(advert(
             &spec,
@@ -176,6 +211,8 @@ pub async fn run_serving(
         "worker started"
     );
     let tracker = TaskTracker::new();
+    let strikes = Arc::new(strikes::StrikeWatch::default());
+    strikes.prime(&store).await;
     let runner = Arc::new(runner::Runner {
         store: store.clone(),
         hub,
@@ -194,7 +231,30 @@ pub async fn run_serving(
         stored_bytes: config.stored_bytes,
         stored_bytes_anonymous: config.stored_bytes_anonymous,
         max_input_requests: config.max_input_requests,
+        strikes: strikes.clone(),
+        retries,
+        limits,
+        slots_held: Arc::default(),
     });
+    // Only workers with a tool that retries or is limited pay for moving due jobs (a script
+    // per queue every DUE_EVERY); any such worker moves every job of its queues.
+    let retry_queues: Vec<String> = config
+        .queues
+        .iter()
+        .filter(|q| {
+            runner.retries.keys().chain(runner.limits.keys()).any(|t| {
+                runner
+                    .tools
+                    .get(t)
+                    .is_some_and(|tool| tool.spec().queue == **q)
+            })
+        })
+        .cloned()
+        .collect();
+    if !retry_queues.is_empty() {
+        tokio::spawn(move_due(store.clone(), retry_queues, hub_stop.clone()));
+    }
+    tokio::spawn(strikes.watch(store.clone(), config.queues.clone(), hub_stop.clone()));
 
     let heartbeat = tokio::spawn(heartbeat(
         store.clone(),
@@ -283,6 +343,23 @@ async fn heartbeat(
         }
         if let Err(e) = store.advertise(&adverts).await {
             tracing::warn!(error = %e, "cannot renew tool advertisements");
+        }
+    }
+}
+
+/// Move due retries back to their queues every [`DUE_EVERY`] until `stop`.
+async fn move_due(store: Store, queues: Vec<String>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(DUE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        for q in &queues {
+            if let Err(e) = store.move_due(q).await {
+                tracing::debug!(error = %e, queue.name = %q, "cannot move due retries yet");
+            }
         }
     }
 }

@@ -57,12 +57,77 @@ pub enum ToolError {
     /// worker). Return it with `?`; the runner settles the task.
     #[error("task stopped")]
     Stopped,
+    /// A failure worth another try (a flaky backend, a quota). With attempts left under
+    /// the tool's [`RetryPolicy`], the job waits (in Redis, holding no worker slot) and
+    /// runs again; otherwise, or without a policy, the task ends with
+    /// [`Retry::last`] (a `completed` result) or fails with the reason.
+    #[error("{}", .0.reason)]
+    Retryable(Box<Retry>),
+}
+
+/// What a [`ToolError::Retryable`] carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retry {
+    /// Why, for the status message (`retrying in 4s (attempt 2 of 3): REASON`).
+    pub reason: String,
+    /// The least wait the failure asked for (an HTTP `Retry-After`), instead of the
+    /// policy's backoff when longer.
+    pub after: Option<Duration>,
+    /// The result the task ends with when no attempt is left; `None`: it fails (-32603)
+    /// with the reason.
+    pub last: Option<CallToolResult>,
+}
+
+/// How a tool's retryable failures are tried again: up to `attempts` runs in all, waiting
+/// `initial`, then twice as long each time up to `max`, each wait drawn between half and
+/// all of that (jitter, so failed calls do not come back in step).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Runs in all, the first included (at least 1).
+    pub attempts: u32,
+    /// The first wait.
+    pub initial: Duration,
+    /// The longest wait.
+    pub max: Duration,
+}
+
+impl RetryPolicy {
+    /// The wait after failed attempt `attempt` (1-based), before jitter.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let doublings = attempt.saturating_sub(1).min(32);
+        self.initial
+            .saturating_mul(1u32 << doublings.min(31))
+            .min(self.max)
+    }
+
+    /// [`RetryPolicy::backoff`] with jitter: between half and all of it, at random.
+    pub fn wait(&self, attempt: u32) -> Duration {
+        let full = self.backoff(attempt);
+        let half = full / 2;
+        let spread = u64::try_from((full - half).as_millis()).unwrap_or(u64::MAX);
+        let random = u64::try_from(uuid::Uuid::new_v4().as_u128() >> 64).unwrap_or(0);
+        half + Duration::from_millis(if spread == 0 {
+            0
+        } else {
+            random % (spread + 1)
+        })
+    }
 }
 
 impl ToolError {
     /// An internal error (-32603) with `message`.
     pub fn internal(message: impl Into<String>) -> Self {
         ToolError::Protocol(ErrorObject::new(INTERNAL_ERROR, message))
+    }
+
+    /// A retryable failure (see [`ToolError::Retryable`]) that fails the task with
+    /// `reason` when no attempt is left.
+    pub fn retryable(reason: impl Into<String>) -> Self {
+        ToolError::Retryable(Box::new(Retry {
+            reason: reason.into(),
+            after: None,
+            last: None,
+        }))
     }
 }
 
@@ -85,6 +150,50 @@ pub struct ToolSpec {
     pub poll_interval: Option<Duration>,
     /// Keep running when a synchronous caller goes away (default: such a call is cancelled).
     pub outlives_caller: bool,
+    /// How [`ToolError::Retryable`] failures are tried again (default: never).
+    pub retry: Option<RetryPolicy>,
+    /// At most this many calls run at once across the fleet (per value of
+    /// `concurrency_key`'s argument, when set); the others wait, holding no worker slot.
+    pub max_running: Option<u32>,
+    /// The argument whose value `max_running` and `rate` count per (`"repo"`: at most N
+    /// per repo).
+    pub concurrency_key: Option<String>,
+    /// At most this many starts per window across the fleet (per `concurrency_key` value);
+    /// the others wait, holding no worker slot.
+    pub rate: Option<Rate>,
+}
+
+/// A start rate: `starts` per `per` (`"10/min"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    /// Starts allowed in any window of `per`.
+    pub starts: u32,
+    /// The window.
+    pub per: Duration,
+}
+
+impl Rate {
+    /// `N/s`, `N/min`, `N/h`, `N/day`, or `N/` and a duration (`5/10s`).
+    ///
+    /// # Errors
+    /// Anything else, or `N` or the window zero.
+    pub fn parse(text: &str) -> Result<Rate, String> {
+        let bad = || {
+            format!("{text:?}: expected starts per window, like \"10/min\", \"2/s\" or \"5/10s\"")
+        };
+        let (n, per) = text.trim().split_once('/').ok_or_else(bad)?;
+        let starts: u32 = n.trim().parse().ok().filter(|n| *n >= 1).ok_or_else(bad)?;
+        let per = match per.trim() {
+            "s" | "sec" | "second" => Duration::from_secs(1),
+            "m" | "min" | "minute" => Duration::from_secs(60),
+            "h" | "hour" => Duration::from_secs(3600),
+            "d" | "day" => Duration::from_secs(86_400),
+            other => mcp_tasks_shared::config::parse_duration(other)
+                .filter(|d| !d.is_zero())
+                .ok_or_else(bad)?,
+        };
+        Ok(Rate { starts, per })
+    }
 }
 
 impl ToolSpec {
@@ -104,7 +213,39 @@ impl ToolSpec {
             ttl: None,
             poll_interval: None,
             outlives_caller: false,
+            retry: None,
+            max_running: None,
+            concurrency_key: None,
+            rate: None,
         }
+    }
+
+    /// Start at most `rate.starts` calls per `rate.per` across the fleet.
+    #[must_use]
+    pub fn rate(mut self, rate: Rate) -> Self {
+        self.rate = Some(rate);
+        self
+    }
+
+    /// Run at most `n` calls at once across the fleet.
+    #[must_use]
+    pub fn max_running(mut self, n: u32) -> Self {
+        self.max_running = Some(n);
+        self
+    }
+
+    /// Count [`ToolSpec::max_running`] per value of argument `arg`.
+    #[must_use]
+    pub fn concurrency_key(mut self, arg: &str) -> Self {
+        self.concurrency_key = Some(arg.to_owned());
+        self
+    }
+
+    /// Try [`ToolError::Retryable`] failures again under `policy`.
+    #[must_use]
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = Some(policy);
+        self
     }
 
     /// Set the execution policy.
@@ -155,5 +296,58 @@ impl ToolSpec {
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = Some(interval);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_read_as_starts_per_window() {
+        let r = |t| Rate::parse(t);
+        assert_eq!(
+            r("10/min"),
+            Ok(Rate {
+                starts: 10,
+                per: Duration::from_secs(60)
+            })
+        );
+        assert_eq!(
+            r("2/s"),
+            Ok(Rate {
+                starts: 2,
+                per: Duration::from_secs(1)
+            })
+        );
+        assert_eq!(
+            r(" 5/10s "),
+            Ok(Rate {
+                starts: 5,
+                per: Duration::from_secs(10)
+            })
+        );
+        for bad in ["10", "0/min", "x/min", "10/fortnight", "10/0s", "-1/s"] {
+            assert!(r(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_max_and_jitter_stays_within_half() {
+        let p = RetryPolicy {
+            attempts: 10,
+            initial: Duration::from_secs(1),
+            max: Duration::from_secs(60),
+        };
+        let secs: Vec<u64> = (1..=8).map(|a| p.backoff(a).as_secs()).collect();
+        assert_eq!(secs, [1, 2, 4, 8, 16, 32, 60, 60]);
+        assert_eq!(p.backoff(u32::MAX), Duration::from_secs(60));
+        for attempt in 1..=8 {
+            let w = p.wait(attempt);
+            assert!(
+                w >= p.backoff(attempt) / 2 && w <= p.backoff(attempt),
+                "{w:?}"
+            );
+        }
     }
 }

@@ -51,6 +51,9 @@ pub struct Delivery {
     /// When the job was first queued (ms since the epoch), for a job moved to the end of
     /// its queue ([`Store::defer`]); `None`: when this entry was added (its id).
     pub queued_ms: Option<i64>,
+    /// Which attempt this run is: 1, or more for a job its tool asked to try again
+    /// ([`Store::retry`]).
+    pub attempt: u32,
 }
 
 impl Delivery {
@@ -445,6 +448,10 @@ pub(crate) fn delivery(
         })
         .unwrap_or_else(|| mcp_tasks_protocol::meta::ANONYMOUS_OWNER.to_owned());
     let queued_ms = entry.get::<String>("queued").and_then(|ms| ms.parse().ok());
+    let attempt = entry
+        .get::<String>("attempt")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
     Delivery {
         queue: queue.to_owned(),
         stream: stream.to_owned(),
@@ -454,5 +461,6 @@ pub(crate) fn delivery(
         job,
         fresh,
         queued_ms,
+        attempt,
     }
 }

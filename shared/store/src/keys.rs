@@ -114,6 +114,60 @@ pub const TOOLS_KEY: &str = "mcpt:tools";
 /// operators can list queues without scanning the key space.
 pub const QUEUES_KEY: &str = "mcpt:queues";
 
+/// `mcpt:strikes` — hash of the kill switch's strikes (strike id → JSON), written by
+/// `mcp-tasks strike` and `restore`, read whole once a second by gateways and workers.
+pub const STRIKES_KEY: &str = "mcpt:strikes";
+
+/// `mcpt:held:{…}` — the jobs of one stream held by a strike (entry id → its fields as a
+/// JSON array): the stream's name with `held` for `queue`, so it keeps the stream's hash
+/// tag (`mcpt:queue:{NAME}` → `mcpt:held:{NAME}`, in a cluster `mcpt:held:{TAG}:NAME`).
+pub fn held_key(stream: &str) -> String {
+    match stream.strip_prefix("mcpt:queue:") {
+        Some(rest) => format!("mcpt:held:{rest}"),
+        None => format!("mcpt:held:{stream}"),
+    }
+}
+
+/// `mcpt:delayed:{…}` — the jobs of one stream waiting to be tried again, scored by when
+/// they are due (the stream's name with `delayed` for `queue`, keeping its hash tag).
+pub fn delayed_key(stream: &str) -> String {
+    match stream.strip_prefix("mcpt:queue:") {
+        Some(rest) => format!("mcpt:delayed:{rest}"),
+        None => format!("mcpt:delayed:{stream}"),
+    }
+}
+
+/// The name of a concurrency limit: `TOOL`, or `TOOL=VALUE` for a `concurrency_key` value
+/// (braces and `%` in either are percent-encoded, so the name can be a hash tag).
+pub fn limit_name(tool: &str, value: Option<&str>) -> String {
+    let enc = |s: &str| {
+        s.replace('%', "%25")
+            .replace('{', "%7B")
+            .replace('}', "%7D")
+    };
+    match value {
+        None => enc(tool),
+        Some(v) => format!("{}={}", enc(tool), enc(v)),
+    }
+}
+
+/// The keys of limit `name` ([`limit_name`]), one hash tag: `mcpt:running:{NAME}` (task id
+/// → lease end), `mcpt:line:{NAME}` (task id → arrival), `mcpt:asked:{NAME}` (task id →
+/// when it last asked).
+pub fn limit_keys(name: &str) -> (String, String, String) {
+    (
+        format!("mcpt:running:{{{name}}}"),
+        format!("mcpt:line:{{{name}}}"),
+        format!("mcpt:asked:{{{name}}}"),
+    )
+}
+
+/// `mcpt:starts:{NAME}` — a rate limit's recent starts (task id → ms), for limit `NAME`
+/// ([`limit_name`]); it expires a window after the last start.
+pub fn starts_key(name: &str) -> String {
+    format!("mcpt:starts:{{{name}}}")
+}
+
 /// The consumer group every queue stream has.
 pub const GROUP: &str = "workers";
 

@@ -8,6 +8,11 @@
 //! | `mcpt:tools` | hash | tool name → [`registry::ToolAdvert`] JSON | workers' heartbeats | stale after 15 s |
 //! | `mcpt:queues` | set | every queue name a worker has served | worker start | — |
 //! | `mcpt:upstreams` | hash | `[[upstream]]` name → [`forward::UpstreamAdvert`] JSON (prompts, resources) | workers' heartbeats | stale after 15 s |
+//! | `mcpt:strikes` | hash | strike id (`TOOL` or `TOOL ARG=VALUE`) → [`strikes::Strike`] JSON | `mcp-tasks strike` / `restore` | — |
+//! | `mcpt:held:{NAME}` | hash | a struck tool's jobs taken off stream `mcpt:queue:{NAME}`: entry id → the entry's fields | `hold.lua` (worker), `unhold.lua` (restore) | entries leave when released |
+//! | `mcpt:delayed:{NAME}` | sorted set | jobs of stream `mcpt:queue:{NAME}` waiting to be tried again (their fields as JSON), scored by when due | `retry.lua` (worker); `due.lua` moves them back | members leave when due |
+//! | `mcpt:running:{LIMIT}`, `mcpt:line:{LIMIT}`, `mcpt:asked:{LIMIT}` | sorted sets, hash | a concurrency limit's slots (task → lease end), its line (task → arrival), when each waiting task last asked ([`limits`]) | `acquire.lua`, workers' renewals and frees | slots lapse with their lease |
+//! | `mcpt:starts:{LIMIT}` | sorted set | a rate limit's starts in the window (task → ms) | `rate.lua` | a window after the last start |
 //! | `mcpt:forward:{NAME}` | list | [`forward::Forwarded`] requests for an upstream's workers | gateways (`LPUSH`) | a minute past the last push |
 //! | `mcpt:forwarded:{GATEWAY}` | list | answers to one gateway process' forwarded requests (id + [`forward::ForwardReply`]) | workers (`LPUSH`) | a minute past the last answer |
 //!
@@ -35,10 +40,12 @@
 #![allow(clippy::disallowed_methods)]
 
 pub mod console;
+pub mod delayed;
 pub mod events;
 pub mod forward;
 mod jobs;
 pub mod keys;
+pub mod limits;
 mod listeners;
 pub mod observe;
 mod queues;
@@ -51,6 +58,7 @@ mod scripts;
 mod sentinel;
 mod sessions;
 pub mod stored;
+pub mod strikes;
 mod target;
 mod tasks;
 

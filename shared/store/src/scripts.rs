@@ -23,6 +23,13 @@ pub(crate) struct Scripts {
     pub(crate) session_slot: Script,
     pub(crate) defer: Script,
     pub(crate) stored: Script,
+    pub(crate) hold: Script,
+    pub(crate) unhold: Script,
+    pub(crate) retry: Script,
+    pub(crate) due: Script,
+    pub(crate) acquire: Script,
+    pub(crate) park: Script,
+    pub(crate) rate: Script,
     /// Redis Cluster only: the owner's limits, before `create` (another slot).
     pub(crate) limits: Script,
 }
@@ -50,6 +57,13 @@ impl Scripts {
             session_slot: script(include_str!("scripts/session_slot.lua")),
             defer: Script::new(include_str!("scripts/defer.lua")),
             stored: script(include_str!("scripts/stored.lua")),
+            hold: script(include_str!("scripts/hold.lua")),
+            unhold: script(include_str!("scripts/unhold.lua")),
+            retry: script(include_str!("scripts/retry.lua")),
+            due: script(include_str!("scripts/due.lua")),
+            acquire: script(include_str!("scripts/acquire.lua")),
+            park: script(include_str!("scripts/park.lua")),
+            rate: script(include_str!("scripts/rate.lua")),
             limits: script(include_str!("scripts/limits.lua")),
         }
     }

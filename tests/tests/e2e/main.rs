@@ -11,6 +11,7 @@ mod command_tools;
 mod connections;
 mod console;
 mod failover;
+mod fleet;
 mod http_tools;
 mod interop;
 mod legacy;

@@ -78,14 +78,14 @@ impl StopUpstreams for CatalogStack {
 }
 
 /// `/proc/PID/stat` fields after the command name: state, ppid, pgrp, ...
-fn stat(pid: u32) -> Option<Vec<String>> {
+pub(crate) fn stat(pid: u32) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = stat.rsplit_once(')')?.1;
     Some(rest.split_whitespace().map(str::to_owned).collect())
 }
 
 /// Running (not zombie) processes whose parent is `pid`.
-fn children_of(pid: u32) -> Vec<u32> {
+pub(crate) fn children_of(pid: u32) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };

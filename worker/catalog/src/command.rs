@@ -18,7 +18,7 @@ use tokio::process::Child;
 use tokio::sync::watch;
 
 use crate::{AbortOnDrop, STATUS_CHARS, report, sleep_or_never};
-use mcp_tasks_worker::{CallToolResult, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
+use mcp_tasks_worker::{CallToolResult, Retry, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
 
 /// Time between SIGTERM to the group and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(5);
@@ -60,6 +60,8 @@ pub(super) struct Command {
     pub(super) max_output: usize,
     /// The limit and how the catalog wrote it (for the error message).
     pub(super) timeout: Option<(Duration, String)>,
+    /// Exit codes worth another try (`retry_on_exit`, under the entry's `retry`).
+    pub(super) retry_on_exit: Vec<i32>,
 }
 
 /// A catalog tool that runs a [`Command`].
@@ -171,7 +173,27 @@ impl Command {
             status.map_err(|e| ToolError::internal(format!("cannot wait for the command: {e}")))?;
         let out = out.await.unwrap_or_default();
         let err = err.await.unwrap_or_default();
-        Ok(result(status, &out, &err, self.max_output))
+        let r = result(status, &out, &err, self.max_output);
+        let code = r
+            .structured_content
+            .as_ref()
+            .and_then(|s| s["exitCode"].as_i64());
+        match code.and_then(|c| i32::try_from(c).ok()) {
+            Some(code) if self.retry_on_exit.contains(&code) => {
+                let last_line = String::from_utf8_lossy(&err.tail)
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .map(|l| format!(": {}", l.chars().take(STATUS_CHARS).collect::<String>()))
+                    .unwrap_or_default();
+                Err(ToolError::Retryable(Box::new(Retry {
+                    reason: format!("exit code {code}{last_line}"),
+                    after: None,
+                    last: Some(r),
+                })))
+            }
+            _ => Ok(r),
+        }
     }
 }
 

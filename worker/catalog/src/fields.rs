@@ -17,7 +17,7 @@ use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 use serde::{Deserialize, de::Error as _};
 
 use super::{DEFAULT_MAX_OUTPUT, FieldError, bad};
-use mcp_tasks_worker::Policy;
+use mcp_tasks_worker::{Policy, Rate, RetryPolicy};
 
 /// The fields every kind takes (`[[upstream]]` refuses `description` and `input_schema`).
 #[derive(Debug, Deserialize)]
@@ -33,6 +33,13 @@ pub(super) struct Common {
     pub(super) timeout: Option<Limit>,
     #[serde(default, deserialize_with = "flag")]
     pub(super) outlives_caller: bool,
+    #[serde(default, deserialize_with = "retry")]
+    pub(super) retry: Option<RetryPolicy>,
+    #[serde(default, deserialize_with = "max_running")]
+    pub(super) max_running: Option<u32>,
+    pub(super) concurrency_key: Option<String>,
+    #[serde(default, deserialize_with = "rate")]
+    pub(super) rate: Option<Rate>,
 }
 
 /// A positive duration like `30s`, and the text it was written as (for messages).
@@ -163,6 +170,93 @@ fn policy<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Policy>, D::Error> {
         _ => Err(format!(
             "{v}: expected \"task\", \"auto\", \"sync\" or \"task_only\""
         )),
+    })
+}
+
+/// `retry = { attempts = 3, initial = "1s", max = "1m" }`: attempts (runs in all, at least
+/// 1) required; `initial` 1 s and `max` 1 min by default.
+fn retry<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RetryPolicy>, D::Error> {
+    const SHAPE: &str = "expected a table like { attempts = 3, initial = \"1s\", max = \"1m\" }";
+    checked(d, |v| {
+        let t = v.as_table().ok_or_else(|| format!("{v}: {SHAPE}"))?;
+        if let Some(k) = t
+            .keys()
+            .find(|k| !["attempts", "initial", "max"].contains(&k.as_str()))
+        {
+            return Err(format!("unknown key {k:?}: {SHAPE}"));
+        }
+        let attempts = match t.get("attempts") {
+            None => return Err(format!("attempts missing: {SHAPE}")),
+            Some(n) => n
+                .as_integer()
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| (1..=100).contains(n))
+                .ok_or_else(|| format!("attempts {n}: expected a whole number from 1 to 100"))?,
+        };
+        let duration = |key: &str, default: Duration| -> Result<Duration, String> {
+            match t.get(key) {
+                None => Ok(default),
+                Some(v) => v
+                    .as_str()
+                    .and_then(|s| parse_duration(s.trim()))
+                    .filter(|d| !d.is_zero())
+                    .ok_or_else(|| {
+                        format!("{key} {v}: expected a duration like \"250ms\", \"30s\", \"5m\"")
+                    }),
+            }
+        };
+        let initial = duration("initial", Duration::from_secs(1))?;
+        let max = duration("max", Duration::from_secs(60))?;
+        if max < initial {
+            return Err(format!(
+                "max ({max:?}) is shorter than initial ({initial:?})"
+            ));
+        }
+        Ok(Some(RetryPolicy {
+            attempts,
+            initial,
+            max,
+        }))
+    })
+}
+
+/// `rate = "10/min"`.
+fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Rate>, D::Error> {
+    checked(d, |v| {
+        v.as_str()
+            .ok_or_else(|| format!("{v}: expected starts per window, like \"10/min\""))
+            .and_then(Rate::parse)
+            .map(Some)
+    })
+}
+
+/// `max_running`: a whole number of at least 1.
+fn max_running<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    checked(d, |v| {
+        v.as_integer()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n >= 1)
+            .map(Some)
+            .ok_or_else(|| format!("{v}: expected a whole number of at least 1"))
+    })
+}
+
+/// `retry_on_exit = [75, …]`: exit codes (1 to 255) worth another try.
+pub(super) fn exit_codes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<i32>>, D::Error> {
+    checked(d, |v| {
+        v.as_array()
+            .and_then(|a| {
+                a.iter()
+                    .map(|x| {
+                        x.as_integer()
+                            .and_then(|n| i32::try_from(n).ok())
+                            .filter(|n| (1..=255).contains(n))
+                    })
+                    .collect::<Option<Vec<i32>>>()
+            })
+            .filter(|l| !l.is_empty())
+            .map(Some)
+            .ok_or_else(|| format!("{v}: expected a list of exit codes from 1 to 255, like [75]"))
     })
 }
 

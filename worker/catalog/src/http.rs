@@ -54,10 +54,10 @@ use mcp_tasks_shared::config::WorkerConfig;
 use serde::Deserialize;
 use serde_json::Value;
 
-use self::client::{Reply, Service};
+use self::client::{NoAnswer, Reply, Service};
 use self::url::{check_url, resolve};
 use super::{FieldError, STATUS_CHARS, bad, fields, tool_spec};
-use mcp_tasks_worker::{CallToolResult, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
+use mcp_tasks_worker::{CallToolResult, Retry, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
 
 /// Longest wait for the answer to the `DELETE` that cancels a job.
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -275,10 +275,31 @@ impl Http {
                 Some(ctx.task_id()),
             )
             .await;
+        // Retryable under the entry's `retry` (the runner ends the task with `last` when no
+        // attempt is left, as without one): no connection, or a busy or failing gateway.
         let reply = match first {
             Ok(reply) => reply,
-            Err(e) => return Ok(CallToolResult::error_text(e.describe(&self.service.url))),
+            Err(e) => {
+                let text = e.describe(&self.service.url);
+                if !matches!(e, NoAnswer::Connect(_)) {
+                    // It may have been received: not sent twice.
+                    return Ok(CallToolResult::error_text(text));
+                }
+                return Err(ToolError::Retryable(Box::new(Retry {
+                    last: Some(CallToolResult::error_text(text.clone())),
+                    reason: text,
+                    after: None,
+                })));
+            }
         };
+        if transient(reply.status) {
+            let last = self.result(&reply, "the service");
+            return Err(ToolError::Retryable(Box::new(Retry {
+                reason: format!("the service answered {}", reply.status),
+                after: reply.retry_after(),
+                last: Some(last),
+            })));
+        }
         if reply.status != StatusCode::ACCEPTED {
             return Ok(self.result(&reply, "the service"));
         }

@@ -312,6 +312,8 @@ struct CommandFields {
         deserialize_with = "fields::max_output"
     )]
     max_output: usize,
+    #[serde(default, deserialize_with = "fields::exit_codes")]
+    retry_on_exit: Option<Vec<i32>>,
 }
 
 /// `argv`: a non-empty list of strings.
@@ -340,6 +342,12 @@ fn command_entry(
     let timeout = common.timeout.clone();
     let spec = tool_spec(common, config)?;
     let names = schema_properties(&spec.tool.input_schema);
+    if own.retry_on_exit.is_some() && spec.retry.is_none() {
+        return Err(bad(
+            "retry_on_exit",
+            "needs retry = { attempts = N, ... } on the same entry",
+        ));
+    }
 
     let Some(argv) = own.argv else {
         return Err(bad(
@@ -390,6 +398,7 @@ fn command_entry(
             progress,
             max_output: own.max_output,
             timeout: timeout.map(|l| (l.value, l.written)),
+            retry_on_exit: own.retry_on_exit.unwrap_or_default(),
         }),
     })
 }
@@ -446,6 +455,36 @@ fn tool_spec(common: Common, config: &WorkerConfig) -> Result<ToolSpec, FieldErr
     spec.ttl = common.ttl.map(|l| l.value);
     spec.poll_interval = common.poll_interval.map(|l| l.value);
     spec.outlives_caller = common.outlives_caller;
+    spec.retry = common.retry;
+    spec.max_running = common.max_running;
+    spec.rate = common.rate;
+    if let Some(key) = common.concurrency_key {
+        let arg = key
+            .strip_prefix('{')
+            .and_then(|k| k.strip_suffix('}'))
+            .filter(|k| !k.is_empty() && !k.contains(['{', '}']))
+            .ok_or_else(|| {
+                bad(
+                    "concurrency_key",
+                    format!("{key:?}: expected one argument's placeholder, like \"{{repo}}\""),
+                )
+            })?;
+        if spec.max_running.is_none() && spec.rate.is_none() {
+            return Err(bad(
+                "concurrency_key",
+                "needs max_running = N or rate = \"N/min\" on the same entry",
+            ));
+        }
+        if let Some(names) = schema_properties(&spec.tool.input_schema)
+            && !names.contains(arg)
+        {
+            return Err(bad(
+                "concurrency_key",
+                format!("{key:?} names no property of input_schema"),
+            ));
+        }
+        spec.concurrency_key = Some(arg.to_owned());
+    }
     Ok(spec)
 }
 
@@ -651,6 +690,50 @@ mod tests {
             (
                 "[[command]]\nname = \"a\"\nargv = [\"x\"]\npolicy = \"later\"\n",
                 "field policy: \"later\": expected",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nretry = { attempts = 0 }\n",
+                "field retry: attempts 0: expected a whole number from 1 to 100",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nretry = { attempts = 3, initial = \"soon\" }\n",
+                "field retry: initial \"soon\": expected a duration",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nretry = { attempts = 3, initial = \"2m\" }\n",
+                "field retry: max (60s) is shorter than initial (120s)",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nretry = { attempts = 3, tries = 2 }\n",
+                "field retry: unknown key \"tries\"",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nmax_running = 0\n",
+                "field max_running: 0: expected a whole number of at least 1",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nconcurrency_key = \"{repo}\"\n",
+                "field concurrency_key: needs max_running = N or rate = \"N/min\" on the same entry",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nrate = \"ten a minute\"\n",
+                "field rate: \"ten a minute\": expected starts per window, like \"10/min\"",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nmax_running = 2\nconcurrency_key = \"repo\"\n",
+                "field concurrency_key: \"repo\": expected one argument's placeholder",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nmax_running = 2\nconcurrency_key = \"{rep}\"\ninput_schema = { type = \"object\", properties = { repo = { type = \"string\" } } }\n",
+                "field concurrency_key: \"{rep}\" names no property of input_schema",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nretry_on_exit = [75]\n",
+                "field retry_on_exit: needs retry = { attempts = N, ... } on the same entry",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nretry = { attempts = 2 }\nretry_on_exit = [0]\n",
+                "field retry_on_exit: [0]: expected a list of exit codes from 1 to 255",
             ),
             (
                 "[[command]]\nname = \"a\"\nargv = [\"x\"]\nprogress = \"(\"\n",

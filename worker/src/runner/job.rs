@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::CallToolResult;
 use crate::context::{ContextParts, Fence, TaskContext};
-use crate::tool::{Tool, ToolError, ToolFuture};
+use crate::tool::{Retry, Tool, ToolError, ToolFuture};
 
 use super::*;
 
@@ -39,10 +39,26 @@ impl Runner {
             return;
         };
         tracing::Span::current().record("tool.name", job.tool.as_str());
+        let _struck_by = self
+            .strikes
+            .running(&d.task_id, &d.owner, &job.tool, &job.args);
+        // A concurrency limit: a slot first, or wait (parked, this worker's slot freed).
+        let Some(_limit_slot) = self.limit_slot(&d, &job).await else {
+            return;
+        };
         // `_live` lasts until the outcome is written, as the job's slot does.
         let Some((fence, outcome, _live)) = self.run(&d, &job, tool.as_ref(), slot, parked).await
         else {
             return;
+        };
+        let outcome = match outcome {
+            Err(ToolError::Retryable(retry)) => {
+                match self.try_again(&d, fence, &job.tool, *retry).await {
+                    Some(last) => last,
+                    None => return,
+                }
+            }
+            other => other,
         };
         let Some(finish) = self.finish_of(&d, fence, outcome).await else {
             return;
@@ -109,7 +125,8 @@ impl Runner {
         });
         let mut call = tool.call(ctx, job.args.clone());
         // Moved to the end of its queue (fair share): as old as when it was first queued.
-        let young = d.queued_at().is_some_and(|c| now_millis() - c <= YOUNG_MS);
+        // A job back from a retry's wait has a fence already: it starts first.
+        let young = d.attempt == 1 && d.queued_at().is_some_and(|c| now_millis() - c <= YOUNG_MS);
         let mut early = None;
         if d.fresh && young {
             tokio::select! {
@@ -159,6 +176,10 @@ impl Runner {
         match outcome {
             Ok(result) => Some(self.completed(d, result).await),
             Err(ToolError::Protocol(error)) => Some(failed(error)),
+            // run_job turned these into a wait or their last outcome already.
+            Err(ToolError::Retryable(retry)) => {
+                Some(failed(ErrorObject::new(INTERNAL_ERROR, retry.reason)))
+            }
             // Why the run stopped is read from the task itself.
             Err(ToolError::Stopped) => match self.store.get_task(&d.task_id, &d.owner).await {
                 // Gone (expired) or terminal (cancelled while parked): release the entry.
@@ -248,6 +269,122 @@ impl Runner {
         }
     }
 
+    /// The fleet-wide slot a limited tool's run needs: `Some` to run (holding the slot, if
+    /// any, until dropped), `None` when the job waits (parked in its delayed set) or Redis is
+    /// away (left pending: the sweep brings it back).
+    async fn limit_slot(&self, d: &Delivery, job: &Job) -> Option<Option<LimitSlot>> {
+        let Some(limits) = self.limits.get(&job.tool) else {
+            return Some(None);
+        };
+        let value = limits.key.as_ref().map(|arg| match job.args.get(arg) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => String::new(),
+        });
+        let limit = mcp_tasks_store::keys::limit_name(&job.tool, value.as_deref());
+        // The rate first: a start it counts is kept (a delivery again counts once).
+        if let Some(rate) = limits.rate {
+            match self
+                .store
+                .rate_start(&limit, rate.starts, rate.per, &d.task_id)
+                .await
+            {
+                Ok(None) => {}
+                Ok(Some(wait)) => {
+                    let message = format!(
+                        "waiting for the rate limit ({} per {})",
+                        rate.starts,
+                        short_duration(rate.per)
+                    );
+                    if let Err(e) = self.store.park(d, &message, Some(wait)).await {
+                        tracing::warn!(error = %e, "cannot park a rate-limited job; it stays pending");
+                    }
+                    return None;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot count a rate-limited start; the job stays pending");
+                    return None;
+                }
+            }
+        }
+        let Some(slots) = limits.max_running else {
+            return Some(None);
+        };
+        let arrival = d.queued_at().unwrap_or_else(now_millis);
+        match self
+            .store
+            .acquire_slot(&limit, slots, &d.task_id, arrival, self.lease)
+            .await
+        {
+            Ok(mcp_tasks_store::limits::Slot::Taken { .. }) => {
+                let id = (limit, d.task_id.clone());
+                lock(&self.slots_held).insert(id.clone(), ());
+                Some(Some(LimitSlot {
+                    store: self.store.clone(),
+                    held: self.slots_held.clone(),
+                    id,
+                }))
+            }
+            Ok(mcp_tasks_store::limits::Slot::Wait { running }) => {
+                let message = format!("waiting for a slot ({running} of {slots} running)");
+                if let Err(e) = self.store.park(d, &message, None).await {
+                    tracing::warn!(error = %e, "cannot park a job waiting for a slot; it stays pending");
+                }
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot take a concurrency slot; the job stays pending");
+                None
+            }
+        }
+    }
+
+    /// A retryable failure: with attempts left under the tool's policy, put the job in its
+    /// delayed set (`None`: nothing more to write here); else the outcome the task ends with.
+    async fn try_again(
+        &self,
+        d: &Delivery,
+        fence: u64,
+        tool: &str,
+        retry: Retry,
+    ) -> Option<Outcome> {
+        let Some(policy) = self.retries.get(tool).filter(|p| d.attempt < p.attempts) else {
+            return Some(match retry.last {
+                Some(result) => Ok(result),
+                None => Err(ToolError::internal(retry.reason)),
+            });
+        };
+        // A run that ended before taking its fence takes it now: the wait is fenced.
+        let fence = if fence == 0 {
+            self.start(d).await?.0
+        } else {
+            fence
+        };
+        let wait = policy.wait(d.attempt).max(retry.after.unwrap_or_default());
+        let next = d.attempt + 1;
+        let message = format!(
+            "retrying in {} (attempt {next} of {}): {}",
+            short_duration(wait),
+            policy.attempts,
+            retry.reason
+        );
+        match self.store.retry(d, fence, wait, &message, next).await {
+            Ok(Write::Ok) => {
+                tracing::info!(
+                    attempt = d.attempt,
+                    wait_ms = wait.as_millis() as u64,
+                    "run failed; tried again after a wait"
+                );
+            }
+            Ok(_) => {}
+            // Left pending: the sweep runs it again after the lease, a retry all the same.
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot schedule the retry; the job stays pending")
+            }
+        }
+        None
+    }
+
     /// Take the task's fencing token: `(fence, deadline)`, or `None` when there is nothing
     /// to run (skipped, or Redis away: the job stays pending).
     async fn start(&self, d: &Delivery) -> Option<(u64, Option<i64>)> {
@@ -296,6 +433,48 @@ impl Runner {
     async fn release(&self, d: &Delivery) {
         if let Err(e) = self.store.release(d).await {
             tracing::warn!(task.id = %d.task_id, error = %e, "cannot release job entry");
+        }
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A map of plain values: a panic elsewhere leaves nothing half-done.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A concurrency slot held by a run; given back (in the background) when dropped.
+struct LimitSlot {
+    store: Store,
+    held: Arc<std::sync::Mutex<HashMap<(String, String), ()>>>,
+    id: (String, String),
+}
+
+impl Drop for LimitSlot {
+    fn drop(&mut self) {
+        lock(&self.held).remove(&self.id);
+        let (store, (limit, task)) = (self.store.clone(), self.id.clone());
+        tokio::spawn(async move {
+            // Lost: the slot lapses with its lease.
+            if let Err(e) = store.free_slot(&limit, &task).await {
+                tracing::warn!(error = %e, "cannot give a concurrency slot back; it lapses with its lease");
+            }
+        });
+    }
+}
+
+/// `250ms`, `4s`, `1m30s`: a wait as the status message says it.
+fn short_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    match ms {
+        0..1_000 => format!("{ms}ms"),
+        1_000..60_000 => format!("{}s", (ms + 500) / 1000),
+        _ => {
+            let s = (ms + 500) / 1000;
+            if s.is_multiple_of(60) {
+                format!("{}m", s / 60)
+            } else {
+                format!("{}m{}s", s / 60, s % 60)
+            }
         }
     }
 }

@@ -16,6 +16,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument as _;
 
 use crate::claims::Claims;
+use crate::strikes::StrikeWatch;
 use crate::tool::Tool;
 
 mod job;
@@ -43,6 +44,16 @@ const YOUNG_MS: i64 = 100;
 /// How often a running job's task is re-read without events (expiry publishes nothing).
 const RECHECK_EVERY: Duration = Duration::from_secs(10);
 
+/// A tool's fleet-wide limits.
+pub(crate) struct Limits {
+    /// `max_running`.
+    pub(crate) max_running: Option<u32>,
+    /// The argument counted by (`concurrency_key`).
+    pub(crate) key: Option<String>,
+    /// `rate`.
+    pub(crate) rate: Option<crate::tool::Rate>,
+}
+
 pub(crate) struct Runner {
     pub(crate) store: Store,
     pub(crate) hub: EventHub,
@@ -64,6 +75,14 @@ pub(crate) struct Runner {
     pub(crate) stored_bytes_anonymous: u64,
     /// Input requests allowed per task (`MCPT_MAX_INPUT_REQUESTS`).
     pub(crate) max_input_requests: u32,
+    /// The kill switch's strikes, and the jobs running here.
+    pub(crate) strikes: Arc<StrikeWatch>,
+    /// The retry policy of each tool that has one.
+    pub(crate) retries: HashMap<String, crate::tool::RetryPolicy>,
+    /// The concurrency and rate limits of each tool that has one.
+    pub(crate) limits: HashMap<String, Limits>,
+    /// The limit slots this worker's runs hold (limit, task id), renewed with the claims.
+    pub(crate) slots_held: Arc<std::sync::Mutex<HashMap<(String, String), ()>>>,
 }
 
 impl Runner {
@@ -253,8 +272,38 @@ impl Runner {
         }
     }
 
-    /// Run a delivered (or reclaimed) job in its own task, holding its claim meanwhile.
+    /// Run a delivered (or reclaimed) job in its own task, holding its claim meanwhile; or,
+    /// when its tool is struck, hold it (off the stream until restored) and free the slot.
     fn dispatch(self: &Arc<Self>, d: Delivery, permit: OwnedSemaphorePermit) {
+        if let Ok(job) = &d.job
+            && let Some(strike) = self.strikes.matching(&job.tool, &job.args)
+        {
+            drop(permit);
+            let message = format!(
+                "held: {} is struck; it runs when restored (mcp-tasks restore {}{})",
+                strike.describe(),
+                strike.tool,
+                strike
+                    .when
+                    .as_ref()
+                    .map(|(a, v)| format!(" --where {a}={v}"))
+                    .unwrap_or_default()
+            );
+            let store = self.store.clone();
+            self.tracker.spawn(async move {
+                match store.hold(&d, &message).await {
+                    Ok(true) => {
+                        tracing::info!(task.id = %d.task_id, "job held: its tool is struck")
+                    }
+                    Ok(false) => {}
+                    // Still pending for this worker: the sweep hands it out again.
+                    Err(e) => {
+                        tracing::warn!(task.id = %d.task_id, error = %e, "cannot hold a struck job")
+                    }
+                }
+            });
+            return;
+        }
         let slot = self.slots.slot(permit, &d.owner);
         let parked = Arc::new(AtomicBool::new(false));
         let (stream, entry) = (d.stream.clone(), d.entry.clone());
@@ -294,7 +343,19 @@ impl Runner {
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
-                _ = tick.tick() => self.claims.renew(&self.store, &self.consumer).await,
+                _ = tick.tick() => {
+                    self.claims.renew(&self.store, &self.consumer).await;
+                    let held: Vec<(String, String)> = self
+                        .slots_held
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .keys()
+                        .cloned()
+                        .collect();
+                    if let Err(e) = self.store.renew_slots(&held, self.lease).await {
+                        tracing::warn!(error = %e, "cannot renew concurrency slots");
+                    }
+                }
             }
         }
     }

@@ -12,6 +12,7 @@
 
 mod client;
 mod ops;
+mod strikes;
 mod tasks;
 mod terminal;
 mod tools;
@@ -182,6 +183,45 @@ pub(crate) enum Command {
         limit: Option<u32>,
         #[command(flatten)]
         endpoint: Endpoint,
+        #[command(flatten)]
+        up: UpData,
+    },
+    /// Stop a tool fleet-wide (the kill switch) until `restore`
+    ///
+    /// Within a second every gateway refuses new calls with a tool error naming the strike
+    /// and every worker holds the tool's queued jobs (not run, not lost) until restored or
+    /// their TTL ends; running calls finish unless --cancel-running. Writes to Redis
+    /// (--redis, MCPT_REDIS_URL or the running `up`'s).
+    Strike {
+        /// The tool's name
+        tool: String,
+        /// Only calls whose argument ARG is VALUE (a string, or the argument's JSON)
+        #[arg(long = "where", value_name = "ARG=VALUE", value_parser = strikes::parse_where)]
+        when: Option<(String, String)>,
+        /// Also cancel the calls of the tool running now
+        #[arg(long)]
+        cancel_running: bool,
+        #[command(flatten)]
+        redis: RedisUrl,
+        #[command(flatten)]
+        up: UpData,
+    },
+    /// Lift a strike: new calls are accepted again and the held jobs run
+    Restore {
+        /// The tool's name
+        tool: String,
+        /// The strike's --where, as it was struck
+        #[arg(long = "where", value_name = "ARG=VALUE", value_parser = strikes::parse_where)]
+        when: Option<(String, String)>,
+        #[command(flatten)]
+        redis: RedisUrl,
+        #[command(flatten)]
+        up: UpData,
+    },
+    /// The strikes in force
+    Strikes {
+        #[command(flatten)]
+        redis: RedisUrl,
         #[command(flatten)]
         up: UpData,
     },
@@ -473,6 +513,25 @@ async fn execute(command: Command) -> Result<(), Fail> {
                 return Err(Fail::usage("--args must be a JSON object"));
             }
             tasks::call(&client, &tool, arguments, task, detach).await
+        }
+        Command::Strike {
+            tool,
+            when,
+            cancel_running,
+            redis,
+            up,
+        } => {
+            let redis = targets(None, redis.redis, up, env)?.redis;
+            strikes::strike(&redis, &tool, when, cancel_running).await
+        }
+        Command::Restore {
+            tool,
+            when,
+            redis,
+            up,
+        } => strikes::restore(&targets(None, redis.redis, up, env)?.redis, &tool, when).await,
+        Command::Strikes { redis, up } => {
+            strikes::list(&targets(None, redis.redis, up, env)?.redis).await
         }
         Command::Get { id, endpoint, up } => tasks::get(&client(endpoint, up)?, &id).await,
         Command::Cancel { id, endpoint, up } => tasks::cancel(&client(endpoint, up)?, &id).await,

@@ -17,7 +17,7 @@ use super::client::Client;
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Run one store call with the CLI's timeout; failures name the Redis.
-async fn ask<T>(
+pub(crate) async fn ask<T>(
     url: &str,
     call: impl std::future::Future<Output = Result<T, StoreError>>,
 ) -> Result<T, Fail> {

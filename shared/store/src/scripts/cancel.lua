@@ -5,14 +5,15 @@
 --                    where a script touches only declared keys; the caller read it first)
 -- ARGV[1] channel  ARGV[2] owner  ARGV[3] consumer group  ARGV[4] 'declared' | absent
 -- Returns: {'ok'} | {'ok', tool} when this script ended the task | {'notfound'}
-local st = redis.call('HMGET', KEYS[1], 'status', 'owner', 'fence', 'cancel', 'updated', 'created', 'ttl', 'tool', 'stream', 'entry')
+local st = redis.call('HMGET', KEYS[1], 'status', 'owner', 'fence', 'cancel', 'updated', 'created', 'ttl', 'tool', 'stream', 'entry', 'held')
 if not st[1] or st[2] ~= ARGV[2] then return {'notfound'} end
 if is_terminal(st[1]) then return {'ok'} end
 if past_ttl(st[6], st[7]) then
   expire(KEYS[1], ARGV[1], st[6], st[7], st[5])
   return {'ok'}
 end
-if not st[3] or st[1] == 'input_required' then
+-- A held job (kill switch, hold.lua) is not running either.
+if not st[3] or st[1] == 'input_required' or st[11] == '1' then
   redis.call('HSET', KEYS[1], 'status', 'cancelled', 'msg', 'Cancelled by request', 'pending', 0)
   touch(KEYS[1], st[5])
   publish(KEYS[1], ARGV[1])

@@ -9,7 +9,7 @@
 --         of Redis' fails nothing early.
 -- Returns: {'run', fence, deadline ms ('' = none)} | {'skip', reason}  (skipped entries are acknowledged and deleted)
 -- The usual path is one HMGET and one HSET: starting is not an observable change.
-local st = redis.call('HMGET', KEYS[1], 'status', 'cancel', 'updated', 'created', 'ttl', 'handovers', 'fence')
+local st = redis.call('HMGET', KEYS[1], 'status', 'cancel', 'updated', 'created', 'ttl', 'handovers', 'fence', 'retries', 'held')
 if not st[1] then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'skip', 'gone'}
@@ -34,7 +34,8 @@ end
 local fence = (tonumber(st[7] or '0') or 0) + 1
 local most = tonumber(ARGV[5])
 -- Runs handed over at a graceful shutdown were not interrupted: they do not count.
-local handovers = tonumber(st[6] or '0') or 0
+-- Nor do runs a tool asked to try again (retry.lua).
+local handovers = (tonumber(st[6] or '0') or 0) + (tonumber(st[8] or '0') or 0)
 if fence - handovers > most then
   local runs = fence - 1 - handovers
   local message = 'The work was interrupted ' .. runs .. ' times (its worker stopped each time); giving up'
@@ -45,7 +46,12 @@ if fence - handovers > most then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'skip', 'interrupted'}
 end
-redis.call('HSET', KEYS[1], 'fence', fence, 'worker', ARGV[4])
+if st[9] == '1' then
+  -- Back from a retry's wait or a strike's hold: running again.
+  redis.call('HSET', KEYS[1], 'fence', fence, 'worker', ARGV[4], 'held', '0')
+else
+  redis.call('HSET', KEYS[1], 'fence', fence, 'worker', ARGV[4])
+end
 if fence > 1 then
   -- A run again: tell any earlier run still going that it has been superseded.
   publish(KEYS[1], ARGV[1])

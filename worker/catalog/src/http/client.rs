@@ -122,6 +122,16 @@ impl Reply {
         serde_json::from_slice(&self.body).ok()
     }
 
+    /// `Retry-After` in seconds (the HTTP-date form is not read: services that send it get
+    /// the retry policy's own backoff).
+    pub(super) fn retry_after(&self) -> Option<std::time::Duration> {
+        let v = self.headers.get(header::RETRY_AFTER)?.to_str().ok()?;
+        v.trim()
+            .parse::<u64>()
+            .ok()
+            .map(std::time::Duration::from_secs)
+    }
+
     pub(super) fn location(&self) -> Option<&str> {
         self.headers.get(header::LOCATION)?.to_str().ok()
     }

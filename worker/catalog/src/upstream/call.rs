@@ -62,8 +62,10 @@ impl Remote {
         ctx: TaskContext,
         args: Value,
     ) -> Result<CallToolResult, ToolError> {
+        // Transport failures are retryable under the entry's `retry`; without attempts left
+        // they fail the task as before (-32603 with the same message).
         let lease = self.pool.lease().await.map_err(|e| {
-            ToolError::internal(format!("upstream {} cannot start: {e}", self.upstream))
+            ToolError::retryable(format!("upstream {} cannot start: {e}", self.upstream))
         })?;
         let (status, latest) = watch::channel(String::new());
         let _reporter = AbortOnDrop(tokio::spawn(report(ctx.clone(), latest)));
@@ -254,6 +256,8 @@ impl Call {
                     let answer = ctx.input(&key, request).await.map_err(|e| match e {
                         ToolError::Protocol(e) => e,
                         ToolError::Stopped => ErrorObject::new(INTERNAL_ERROR, "the task stopped"),
+                        // ctx.input never asks for a retry.
+                        ToolError::Retryable(r) => ErrorObject::new(INTERNAL_ERROR, r.reason),
                     });
                     (id, answer)
                 }));
@@ -283,7 +287,7 @@ impl Call {
                 e.message = format!("upstream {}: {}", self.upstream, e.message);
                 ToolError::Protocol(e)
             }
-            RpcError::Closed(why) => ToolError::internal(format!(
+            RpcError::Closed(why) => ToolError::retryable(format!(
                 "upstream {} closed the connection: {why}",
                 self.upstream
             )),
