@@ -100,6 +100,11 @@ pub async fn run(
     store.warn_if_evicting().await;
     let hub_stop = CancellationToken::new();
     let hub = EventHub::start(&store, hub_stop.clone());
+    tokio::spawn(mcp_tasks_shared::tally::publish(
+        store.clone(),
+        format!("gateway:{}", uuid::Uuid::new_v4().simple()),
+        hub_stop.clone(),
+    ));
     let console = config
         .console
         .enabled

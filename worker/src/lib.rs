@@ -196,6 +196,11 @@ pub async fn run_serving(
         max_input_requests: config.max_input_requests,
     });
 
+    let tally = tokio::spawn(mcp_tasks_shared::tally::publish(
+        store.clone(),
+        format!("worker:{}", runner.consumer),
+        hub_stop.clone(),
+    ));
     let heartbeat = tokio::spawn(heartbeat(
         store.clone(),
         adverts,
@@ -254,6 +259,8 @@ pub async fn run_serving(
         );
     }
     hub_stop.cancel();
+    // Its last counts, so the jobs finished during the drain are charted.
+    let _ = tally.await;
     tracing::info!("worker stopped");
     Ok(())
 }

@@ -16,6 +16,7 @@
 mod api;
 mod chart;
 mod pages;
+mod rates;
 mod session;
 mod view;
 
@@ -233,16 +234,25 @@ pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Respons
             let fleet = console.view.fleet();
             let scale = chart::scale(&console.view.history());
             if fragment {
-                html(StatusCode::OK, pages::overview_main(&fleet, scale))
+                html(
+                    StatusCode::OK,
+                    pages::overview_main(&console.view, &fleet, scale),
+                )
             } else {
-                html(StatusCode::OK, pages::overview(&fleet, scale, shown))
+                html(
+                    StatusCode::OK,
+                    pages::overview(&console.view, &fleet, scale, shown),
+                )
             }
         }
-        (&Method::GET, ["chart", "queues.svg"]) => {
-            match chart::svg(
-                &console.view.history(),
-                mcp_tasks_protocol::time::now_millis(),
-            ) {
+        (&Method::GET, ["chart", name @ ("queues.svg" | "rates.svg")]) => {
+            let now = mcp_tasks_protocol::time::now_millis();
+            let drawn = if *name == "queues.svg" {
+                chart::svg(&console.view.history(), now)
+            } else {
+                chart::rates_svg(&console.view.rate_points(now), now)
+            };
+            match drawn {
                 Ok(svg) => {
                     let mut res = reply::full(StatusCode::OK, Some("image/svg+xml"), svg);
                     secure_headers(res.headers_mut());
@@ -326,8 +336,22 @@ async fn api_route(
     match (method, rest) {
         (&Method::GET, ["queues"]) => {
             let fleet = console.view.fleet();
+            let queues: Vec<serde_json::Value> = fleet
+                .queues
+                .iter()
+                .map(|q| {
+                    let mut row = serde_json::to_value(q).unwrap_or_default();
+                    row["run_time"] = serde_json::json!(console.view.run_time(Some(&q.name)));
+                    row
+                })
+                .collect();
             api::ok(&serde_json::json!({
-                "queues": fleet.queues,
+                "queues": queues,
+                "last_15m": {
+                    "counts": console.view.rate_totals(),
+                    "run_time": console.view.run_time(None),
+                    "per_second": console.view.rate_points(mcp_tasks_protocol::time::now_millis()),
+                },
                 "refreshed_ms": fleet.refreshed_ms,
                 "error": fleet.error,
             }))

@@ -3,7 +3,8 @@
 //!
 //! One refresher per gateway (not per open page) reads the queues every [`REFRESH`]
 //! (per queue stream `XLEN`, `XINFO GROUPS`, `XRANGE … COUNT 1`, `XREVRANGE … COUNT 100`,
-//! `XINFO CONSUMERS`; plus `SMEMBERS` and `HGETALL mcpt:tools` twice per refresh), reads
+//! `XINFO CONSUMERS`; plus `SMEMBERS` and `HGETALL mcpt:tools` twice per refresh, and
+//! `HGETALL mcpt:tallies` for the rates, see `rates.rs`), reads
 //! each task it had not seen once (`HGETALL`), and from then on follows the unfinished ones
 //! through the gateway's event hub (one subscription per task, shared with MCP listeners),
 //! so a task's changes reach open pages without another read. Pages and the JSON API read
@@ -25,6 +26,8 @@ use mcp_tasks_store::{Store, StoreError, TaskRecord};
 use serde::Serialize;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+
+use super::rates::{Counts, Point, Quantiles, Rates};
 
 /// How often the refresher reads the queues.
 pub(crate) const REFRESH: Duration = Duration::from_secs(2);
@@ -110,6 +113,8 @@ struct Inner {
     tasks: HashMap<String, Known>,
     /// The last [`HISTORY`] refreshes, oldest first: kept in this process, no Redis write.
     history: std::collections::VecDeque<Sample>,
+    /// Tasks per second and run times, from every process' tally.
+    rates: Rates,
 }
 
 /// The console's memory, shared by the refresher and every request.
@@ -155,6 +160,21 @@ impl View {
     /// The chart's samples, oldest first.
     pub(crate) fn history(&self) -> Vec<Sample> {
         self.read().history.iter().copied().collect()
+    }
+
+    /// Per-second rates over the last 15 minutes, oldest first.
+    pub(crate) fn rate_points(&self, now_ms: i64) -> Vec<Point> {
+        self.read().rates.points(now_ms)
+    }
+
+    /// Tasks counted over the last 15 minutes.
+    pub(crate) fn rate_totals(&self) -> Counts {
+        self.read().rates.totals()
+    }
+
+    /// Run-time quantiles over the last 15 minutes, of one queue or all.
+    pub(crate) fn run_time(&self, queue: Option<&str>) -> Option<Quantiles> {
+        self.read().rates.quantiles(queue)
     }
 
     /// One remembered task.
@@ -299,6 +319,9 @@ async fn reread(view: &View, store: &Store, watches: &mut Watches, task: &str) {
 /// One refresh: the queues, their consumers and tools; the tasks not seen before.
 async fn refresh(view: &View, store: &Store, watches: &mut Watches) -> Result<(), StoreError> {
     let now = now_millis();
+    let tallies = store.tallies().await?;
+    let (_, stale) = view.write().rates.absorb(tallies, now);
+    store.forget_tallies(&stale).await?;
     let adverts = store.adverts().await?;
     let mut queues = Vec::new();
     let mut workers: BTreeMap<String, WorkerRow> = BTreeMap::new();

@@ -214,6 +214,66 @@ async fn console_api_lists_a_running_task_and_cancels_it() -> Result<()> {
     Ok(())
 }
 
+/// Issue 15 §1, §3: the overview's rates and run times come from the processes' tallies
+/// (no Redis write per task): tasks created, completed, failed and cancelled over the last
+/// 15 minutes add up to what was done, the run-time quantiles cover every ended task, per
+/// queue and in all, and the rate chart draws its four lines.
+#[tokio::test]
+async fn console_counts_tasks_per_second_and_run_times() -> Result<()> {
+    let redis = RedisServer::start()?;
+    let gateway = Gateway::start(&redis.url(), &console_env())?;
+    let _worker = Worker::start(&redis.url(), &[])?;
+    let client = gateway.client();
+    client.wait_for_tools(&["sleep", "fail"], WITHIN).await?;
+
+    for _ in 0..3 {
+        let id = client.start_task("sleep", json!({"ms": 0})).await?;
+        client.wait_status(&id, "completed", WITHIN).await?;
+    }
+    let id = client
+        .start_task("fail", json!({"mode": "protocol", "message": "on purpose"}))
+        .await?;
+    client.wait_status(&id, "failed", WITHIN).await?;
+    let id = client.start_task("sleep", json!({"ms": 60_000})).await?;
+    client.cancel(&id).await?;
+    client.wait_status(&id, "cancelled", WITHIN).await?;
+
+    let want = json!({"created": 5, "completed": 3, "failed": 1, "cancelled": 1});
+    let queues = poll(WITHIN, || async {
+        let q = get(&client, "/console/api/queues").await?.json()?;
+        if q["last_15m"]["counts"] != want {
+            bail!("not all counted yet: {}", q["last_15m"]);
+        }
+        Ok(q)
+    })
+    .await?;
+    let all = &queues["last_15m"]["run_time"];
+    assert!(all["count"].as_u64() >= Some(4), "{all}");
+    assert!(all["p50_ms"].as_f64() > Some(0.0), "{all}");
+    assert!(all["p99_ms"].as_f64() >= all["p50_ms"].as_f64(), "{all}");
+    assert_eq!(
+        queues["queues"][0]["run_time"], *all,
+        "one queue: the same figures"
+    );
+    let per_second = queues["last_15m"]["per_second"]
+        .as_array()
+        .context("per_second")?;
+    assert_eq!(per_second.len(), 90, "a point per 10 s over 15 minutes");
+
+    let page = get(&client, "/console/").await?;
+    assert!(
+        page.text
+            .contains("5 created, 3 completed, 1 failed, 1 cancelled"),
+        "{}",
+        page.text
+    );
+    let chart = get(&client, "/console/chart/rates.svg").await?;
+    assert_eq!(chart.status, 200);
+    assert_eq!(chart.headers["content-type"], "image/svg+xml");
+    assert_eq!(chart.text.matches("<polyline").count(), 4, "{}", chart.text);
+    Ok(())
+}
+
 /// Issue 15 §4: against a Redis Cluster (8 shards over 3 masters) the console reads every
 /// shard stream: the task shows in the list and its queue's depth, and Cancel ends it.
 #[tokio::test]
