@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use mcp_tasks_protocol::time::now_millis;
 use mcp_tasks_store::Store;
-use mcp_tasks_store::tally::{RUN_TIME_BOUNDS_MS, Tally, run_time_bucket};
+use mcp_tasks_store::tally::{
+    CreatedTask, MAX_RECENT_CREATED, RECENT_CREATED_MS, RUN_TIME_BOUNDS_MS, Tally, run_time_bucket,
+};
 use tokio_util::sync::CancellationToken;
 
 /// How often a changed tally is written.
@@ -25,6 +27,7 @@ static TALLY: Mutex<Tally> = Mutex::new(Tally {
     failed: 0,
     cancelled: 0,
     run_time: BTreeMap::new(),
+    recent: Vec::new(),
 });
 
 fn with(f: impl FnOnce(&mut Tally)) {
@@ -34,9 +37,21 @@ fn with(f: impl FnOnce(&mut Tally)) {
     f(&mut t);
 }
 
-/// Count a task created by this process.
-pub fn created() {
-    with(|t| t.created += 1);
+/// Count a task created by this process, and name it in the next snapshots.
+pub fn created(task: &str, owner: &str, queue: &str) {
+    let at_ms = now_millis();
+    with(|t| {
+        t.created += 1;
+        if t.recent.len() >= MAX_RECENT_CREATED {
+            t.recent.remove(0);
+        }
+        t.recent.push(CreatedTask {
+            task: task.to_owned(),
+            owner: owner.to_owned(),
+            queue: queue.to_owned(),
+            at_ms,
+        });
+    });
 }
 
 /// Count a task this process ended with `status` (`completed`, `failed`, `cancelled`;
@@ -59,13 +74,15 @@ pub fn finished(status: &str, queue: &str, run_ms: Option<u64>) {
     });
 }
 
-/// The counters now.
+/// The counters now (tasks created over [`RECENT_CREATED_MS`] ago are dropped).
 pub fn snapshot() -> Tally {
-    let mut t = TALLY
+    let now = now_millis();
+    let mut guard = TALLY
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
-    t.at_ms = now_millis();
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    guard.recent.retain(|c| now - c.at_ms < RECENT_CREATED_MS);
+    let mut t = guard.clone();
+    t.at_ms = now;
     t
 }
 

@@ -39,7 +39,7 @@ use crate::{auth, headers};
 
 use api::Filter;
 use session::Sessions;
-use view::View;
+use view::{Known, View};
 
 /// The console of one gateway.
 pub(crate) struct Console {
@@ -270,11 +270,11 @@ pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Respons
             Err(why) => reply::full(StatusCode::BAD_REQUEST, Some("text/plain"), why + "\n"),
         },
         (&Method::GET, ["tasks", id]) => {
-            let Some(known) = console.view.task(id) else {
+            let Some(known) = find(state, console, id, query.as_deref()).await else {
                 return reply::full(
                     StatusCode::NOT_FOUND,
                     Some("text/plain"),
-                    "unknown task id\n",
+                    format!("{UNKNOWN_TASK}\n"),
                 );
             };
             if fragment {
@@ -298,8 +298,8 @@ pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Respons
             )
         }
         (&Method::POST, ["tasks", id, "cancel"]) => {
-            match cancel(state, console, id, &principal).await {
-                Ok(()) => see_other(&format!("/console/tasks/{id}")),
+            match cancel(state, console, id, query.as_deref(), &principal).await {
+                Ok(owner) => see_other(&api::task_path(id, &owner, "")),
                 Err(res) => res,
             }
         }
@@ -370,8 +370,8 @@ async fn api_route(
             Err(why) => api::error(StatusCode::BAD_REQUEST, &why),
         },
         (&Method::GET, ["tasks", id]) => {
-            let Some(known) = console.view.task(id) else {
-                return api::error(StatusCode::NOT_FOUND, "unknown task id");
+            let Some(known) = find(state, console, id, query).await else {
+                return api::error(StatusCode::NOT_FOUND, UNKNOWN_TASK);
             };
             let detail = state
                 .store
@@ -386,8 +386,8 @@ async fn api_route(
             ))
         }
         (&Method::POST, ["tasks", id, "cancel"]) => {
-            match cancel(state, console, id, principal).await {
-                Ok(()) => api::ok(&serde_json::json!({ "cancelled": id })),
+            match cancel(state, console, id, query, principal).await {
+                Ok(_) => api::ok(&serde_json::json!({ "cancelled": id })),
                 Err(res) => res,
             }
         }
@@ -399,23 +399,50 @@ async fn api_route(
     }
 }
 
+/// What a task id this gateway cannot find gets.
+const UNKNOWN_TASK: &str = "unknown task id (a gateway that has not listed the task finds \
+     it when the request names its owner digest: ?owner=DIGEST, as the console's links do)";
+
+/// A task by id: remembered by this gateway, else read from Redis when the request names
+/// its owner (`?owner=DIGEST`). A task's key holds its owner digest, so a task this
+/// gateway never listed cannot be read without it.
+async fn find(state: &State, console: &Console, id: &str, query: Option<&str>) -> Option<Known> {
+    if let Some(known) = console.view.task(id) {
+        return Some(known);
+    }
+    let owner = api::pairs(query?)
+        .into_iter()
+        .find_map(|(k, v)| (k == "owner").then_some(v))?;
+    let detail = state.store.console_task(id, &owner).await;
+    let detail = detail
+        .inspect_err(|e| tracing::warn!(error = %e, task.id = %id, "console: task not read"))
+        .ok()??;
+    Some(Known {
+        record: Arc::new(detail.record),
+        queue: detail.queue.unwrap_or_default(),
+    })
+}
+
 /// Ask for a task's cancellation as an operator; logged with the acting principal.
+/// Returns the task's owner digest.
 async fn cancel(
     state: &State,
     console: &Console,
     id: &str,
+    query: Option<&str>,
     principal: &str,
-) -> Result<(), Response<ResBody>> {
-    let Some(known) = console.view.task(id) else {
-        return Err(api::error(StatusCode::NOT_FOUND, "unknown task id"));
+) -> Result<String, Response<ResBody>> {
+    let Some(known) = find(state, console, id, query).await else {
+        return Err(api::error(StatusCode::NOT_FOUND, UNKNOWN_TASK));
     };
-    match state.store.cancel(id, &known.record.owner).await {
+    let owner = known.record.owner.clone();
+    match state.store.cancel(id, &owner).await {
         Ok(true) => {
             let by = logged(principal);
             tracing::info!(task.id = %id, console.owner = %by, "console: task {id} cancelled by {by}");
-            Ok(())
+            Ok(owner)
         }
-        Ok(false) => Err(api::error(StatusCode::NOT_FOUND, "unknown task id")),
+        Ok(false) => Err(api::error(StatusCode::NOT_FOUND, UNKNOWN_TASK)),
         Err(e) => {
             tracing::warn!(error = %e, task.id = %id, "console: cancel failed");
             Err(api::error(

@@ -89,7 +89,7 @@ pub(crate) fn overview_main(view: &View, fleet: &Fleet, scale: u64) -> Markup {
         main data-live="" {
             h1 { "Overview" }
             @if let Some(e) = &fleet.error { p.error role="alert" { "Refresh failed: " (e) } }
-            p.muted { "Refreshed " (age(now_millis() - fleet.refreshed_ms)) " ago" }
+            p.muted { "As of " (time(fleet.refreshed_ms)) " (read every 2 s; the page redraws when something changes)" }
             h2 { "Queues" }
             @if fleet.queues.is_empty() { p { "No queues yet (no worker has started)." } } @else {
                 table aria-label="Queues" {
@@ -184,7 +184,7 @@ pub(crate) fn tasks_main(view: &View, filter: &Filter) -> Markup {
                     tbody { @for k in &rows {
                         @let (st, msg) = api::status_of(k);
                         tr data-task=(k.record.id) {
-                            td { a href={ "/console/tasks/" (k.record.id) } { code { (k.record.id) } } }
+                            td { a href=(api::task_path(&k.record.id, &k.record.owner, "")) { code { (k.record.id) } } }
                             td { span class={ "status " (st) } { (st) } }
                             td { (msg.unwrap_or_default()) }
                             td { (k.record.tool) } td { (k.queue) }
@@ -231,7 +231,7 @@ pub(crate) fn task_main(k: &Known) -> Markup {
                 @if r.cancel_requested && !r.is_terminal() { dt { "Cancel" } dd { "requested" } }
             }
             @if !r.is_terminal() {
-                form method="post" action={ "/console/tasks/" (r.id) "/cancel" } {
+                form method="post" action=(api::task_path(&r.id, &r.owner, "/cancel")) {
                     button type="submit" { "Cancel" }
                 }
             }

@@ -38,7 +38,30 @@ pub struct Tally {
     /// the overflow bucket last.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub run_time: BTreeMap<String, Vec<u64>>,
+    /// The tasks this process created in the last [`RECENT_CREATED_MS`], at most
+    /// [`MAX_RECENT_CREATED`], oldest first: how every console learns of every task,
+    /// even one that ends before a refresh finds it in its queue stream.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent: Vec<CreatedTask>,
 }
+
+/// A task as a tally names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreatedTask {
+    /// The task id.
+    pub task: String,
+    /// Its owner digest.
+    pub owner: String,
+    /// The queue its job went to.
+    pub queue: String,
+    /// When it was created (ms since the epoch).
+    pub at_ms: i64,
+}
+
+/// How long a created task stays in its creator's tally.
+pub const RECENT_CREATED_MS: i64 = 60_000;
+/// Most created tasks a tally carries (the newest).
+pub const MAX_RECENT_CREATED: usize = 200;
 
 /// The bucket of a run time of `ms`.
 pub fn run_time_bucket(ms: u64) -> usize {

@@ -274,6 +274,110 @@ async fn console_counts_tasks_per_second_and_run_times() -> Result<()> {
     Ok(())
 }
 
+/// Issue 15 §1: every replica's console lists every task, even one that ends before any
+/// refresh finds it in its queue stream (the creating gateway names it in its tally), and
+/// a task page or Cancel works on a replica that has not listed the task when the request
+/// names the owner digest, as the console's links do; without it, the 404 says so.
+#[tokio::test]
+async fn console_replicas_see_short_tasks_and_find_tasks_by_owner() -> Result<()> {
+    let redis = RedisServer::start()?;
+    let a = Gateway::start(&redis.url(), &console_env())?;
+    let b = Gateway::start(&redis.url(), &console_env())?;
+    let _worker = Worker::start(&redis.url(), &[])?;
+    let (client_a, client_b) = (a.client(), b.client());
+    client_a.wait_for_tool("sleep").await?;
+
+    let short = client_a.start_task("sleep", json!({"ms": 0})).await?;
+    client_a.wait_status(&short, "completed", WITHIN).await?;
+    poll(WITHIN, || async {
+        match console_status(&client_b, &short).await?.as_str() {
+            "completed" => Ok(()),
+            other => bail!("replica b shows {other}"),
+        }
+    })
+    .await?;
+
+    let origin = format!("http://{}", b.addr);
+    for attempt in 0.. {
+        let id = client_a
+            .start_task("sleep", json!({"ms": 60_000, "steps": 1}))
+            .await?;
+        let by_owner = get(
+            &client_b,
+            &format!("/console/api/tasks/{id}?owner=anonymous"),
+        )
+        .await?;
+        let bare = get(&client_b, &format!("/console/api/tasks/{id}")).await?;
+        if bare.status != 404 {
+            // Replica b listed it meanwhile: try again with a newer task.
+            assert!(attempt < 5, "replica b always lists the task at once");
+            continue;
+        }
+        assert!(
+            bare.json()?["error"]
+                .as_str()
+                .unwrap_or("")
+                .contains("?owner="),
+            "{}",
+            bare.text
+        );
+        assert_eq!(by_owner.status, 200, "{}", by_owner.text);
+        assert_eq!(by_owner.json()?["id"], id.as_str());
+        let wrong = get(
+            &client_b,
+            &format!("/console/api/tasks/{id}?owner=someone-else"),
+        )
+        .await?;
+        assert_eq!(wrong.status, 404, "{}", wrong.text);
+        let cancel = format!("/console/api/tasks/{id}/cancel?owner=anonymous");
+        let c = send(&client_b, "POST", &cancel, &[("origin", &origin)], "").await?;
+        assert_eq!(c.status, 200, "{}", c.text);
+        client_a.wait_status(&id, "cancelled", WITHIN).await?;
+        break;
+    }
+    Ok(())
+}
+
+/// Issue 15 §1 (Live): the event stream tells open pages of changes only: an idle fleet
+/// (refreshed every 2 s, only ages moving) sends no `changed` event; a new task does.
+#[tokio::test]
+async fn console_events_signal_real_changes_only() -> Result<()> {
+    let redis = RedisServer::start()?;
+    let gateway = Gateway::start(&redis.url(), &console_env())?;
+    let _worker = Worker::start(&redis.url(), &[])?;
+    let client = gateway.client();
+    client.wait_for_tool("sleep").await?;
+    // Settled: one task ran (the queue, its group and the worker's consumer exist), and
+    // both processes' tallies counted it.
+    let id = client.start_task("sleep", json!({"ms": 0})).await?;
+    client.wait_status(&id, "completed", WITHIN).await?;
+    poll(WITHIN, || async {
+        let q = get(&client, "/console/api/queues").await?.json()?;
+        let counts = &q["last_15m"]["counts"];
+        if counts["created"] != 1 || counts["completed"] != 1 {
+            bail!("not counted yet: {counts}");
+        }
+        Ok(())
+    })
+    .await?;
+    let res = client
+        .send_raw("GET", "/console/api/events", &[], Bytes::new())
+        .await?;
+    assert_eq!(res.status(), 200);
+    let mut events = mcp_tasks_tests::SseStream::from_response(res);
+    // Over two refreshes and a heartbeat, nothing an open page shows changes.
+    let idle = events.next(Duration::from_secs(5)).await;
+    assert_eq!(idle, None, "an idle console signalled a change");
+    client
+        .start_task("sleep", json!({"ms": 60_000, "steps": 1}))
+        .await?;
+    assert!(
+        events.next(WITHIN).await.is_some(),
+        "a new task is a change"
+    );
+    Ok(())
+}
+
 /// Issue 15 §4: against a Redis Cluster (8 shards over 3 masters) the console reads every
 /// shard stream: the task shows in the list and its queue's depth, and Cancel ends it.
 #[tokio::test]
