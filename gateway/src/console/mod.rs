@@ -21,6 +21,7 @@ mod session;
 mod view;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -46,6 +47,28 @@ pub(crate) struct Console {
     view: Arc<View>,
     sessions: Sessions,
     config: ConsoleConfig,
+    /// Event streams open now (at most `MCPT_CONSOLE_MAX_STREAMS`).
+    streams: Arc<AtomicUsize>,
+}
+
+/// One open event stream, counted while it lives.
+struct StreamSlot(Arc<AtomicUsize>);
+
+impl StreamSlot {
+    /// A slot, unless `max` streams are open.
+    fn take(open: &Arc<AtomicUsize>, max: usize) -> Option<StreamSlot> {
+        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .ok()?;
+        Some(StreamSlot(open.clone()))
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// How often an idle event stream sends a comment (keeps proxies from closing it).
@@ -78,6 +101,7 @@ impl Console {
             view,
             sessions: Sessions::new(config.secret.as_deref()),
             config: config.clone(),
+            streams: Arc::new(AtomicUsize::new(0)),
         }
     }
 }
@@ -456,10 +480,21 @@ async fn cancel(
 /// `GET /console/api/events`: `event: changed` whenever the console's memory changed
 /// (at most every refresh, plus each followed task's changes), until the gateway drains.
 fn events(state: &Arc<State>, console: &Console) -> Response<ResBody> {
+    let max = console.config.max_streams;
+    let Some(slot) = StreamSlot::take(&console.streams, max) else {
+        return api::error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!(
+                "this gateway serves at most {max} open console pages \
+                 (MCPT_CONSOLE_MAX_STREAMS); close some, then reload"
+            ),
+        );
+    };
     let mut changes = console.view.changes();
     let end = state.streams_end.clone();
     let (tx, rx) = mpsc::channel::<Bytes>(4);
     tokio::spawn(async move {
+        let _slot = slot;
         if tx
             .send(Bytes::from_static(b"retry: 3000\n\n"))
             .await

@@ -616,6 +616,53 @@ async fn console_refuses_non_loopback_without_auth() -> Result<()> {
     Ok(())
 }
 
+/// Issue 15 §2: with authentication and no `MCPT_CONSOLE_PRINCIPALS` nobody could sign
+/// in: the gateway refuses to start, with one line saying what to set.
+#[tokio::test]
+async fn console_refuses_authentication_without_principals() -> Result<()> {
+    let tokens = TwoTokens::new()?;
+    let mut env = tokens.env();
+    env.push(("MCPT_REDIS_URL", "redis://127.0.0.1:1".to_owned()));
+    env.push(("MCPT_LISTEN_ADDR", "127.0.0.1:0".to_owned()));
+    env.push(("MCPT_CONSOLE", "on".to_owned()));
+    let (mut process, _) = Process::spawn("mcp-tasks-gateway", &env)?;
+    let line = process.usage_error()?;
+    assert!(line.contains("empty MCPT_CONSOLE_PRINCIPALS"), "{line}");
+    Ok(())
+}
+
+/// Issue 15 §1 (Live), cost: a gateway serves at most `MCPT_CONSOLE_MAX_STREAMS` console
+/// event streams; one more gets 503 with a message, and a closed one frees its place.
+#[tokio::test]
+async fn console_caps_open_event_streams() -> Result<()> {
+    let redis = RedisServer::start()?;
+    let mut env = console_env();
+    env.push(("MCPT_CONSOLE_MAX_STREAMS", "2".to_owned()));
+    let gateway = Gateway::start(&redis.url(), &env)?;
+    let client = gateway.client();
+    let open = || client.send_raw("GET", "/console/api/events", &[], Bytes::new());
+    let first = open().await?;
+    let second = open().await?;
+    assert_eq!(
+        (first.status().as_u16(), second.status().as_u16()),
+        (200, 200)
+    );
+    let third = open().await?;
+    assert_eq!(third.status(), 503);
+    let text = String::from_utf8_lossy(&third.into_body().collect().await?.to_bytes()).into_owned();
+    assert!(text.contains("MCPT_CONSOLE_MAX_STREAMS"), "{text}");
+    drop(first);
+    poll(WITHIN, || async {
+        let again = open().await?;
+        if again.status() != 200 {
+            bail!("still {}", again.status());
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(())
+}
+
 fn cli(args: &[&str], env: &[(&str, &str)]) -> Result<(Option<i32>, String, String)> {
     let mut cmd = Command::new(binary("mcp-tasks"));
     cmd.args(args).env_clear();
