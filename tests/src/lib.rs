@@ -126,6 +126,11 @@ impl TwoTokens {
         Ok(TwoTokens { dir })
     }
 
+    /// The tokens file (rewrite it to revoke or add tokens; the gateway rereads it).
+    pub fn file(&self) -> PathBuf {
+        self.dir.join("tokens")
+    }
+
     /// `MCPT_AUTH=tokens` and `MCPT_AUTH_TOKENS_FILE` for the binaries.
     pub fn env(&self) -> Vec<(&'static str, String)> {
         vec![

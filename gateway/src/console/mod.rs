@@ -192,7 +192,16 @@ impl Console {
             return Some(auth::ANONYMOUS.to_owned());
         }
         let principal = match self.sessions.principal(headers) {
-            Some(p) => p,
+            // A session lasts while its token does (a JWT's ends at its `exp`).
+            Some((p, credential)) => {
+                let holds = state
+                    .auth
+                    .still_holds(&p, |digest| self.sessions.token_tag(digest) == credential);
+                if !holds {
+                    return None;
+                }
+                p
+            }
             None if headers.contains_key(header::AUTHORIZATION) => {
                 state.auth.principal(headers).await.ok()?
             }
@@ -560,7 +569,9 @@ async fn signin(state: &State, console: &Console, req: Request<Incoming>) -> Res
                     let who = logged(&p);
                     tracing::info!(console.owner = %who, "console: {who} signed in");
                     let mut res = see_other("/console/");
-                    if let Ok(v) = HeaderValue::from_str(&console.sessions.start(&p, secure)) {
+                    let credential = state.auth.credential_of(&token);
+                    let cookie = console.sessions.start(&p, credential, secure);
+                    if let Ok(v) = HeaderValue::from_str(&cookie) {
                         res.headers_mut().insert(header::SET_COOKIE, v);
                     }
                     res

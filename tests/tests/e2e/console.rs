@@ -532,6 +532,54 @@ async fn console_admits_only_its_principals() -> Result<()> {
     Ok(())
 }
 
+/// Issue 15 §2: a session ends with the token it was started with: once the token file no
+/// longer holds that token (the principal keeps another one), the cookie opens nothing.
+#[tokio::test]
+async fn console_session_ends_when_its_token_is_revoked() -> Result<()> {
+    let tokens = TwoTokens::new()?;
+    let redis = RedisServer::start()?;
+    let mut env = tokens.env();
+    env.extend(console_env());
+    env.push(("MCPT_CONSOLE_PRINCIPALS", "alice".to_owned()));
+    let gateway = Gateway::start(&redis.url(), &env)?;
+    let client = gateway.client();
+    let origin = format!("http://{}", gateway.addr);
+    let form = [
+        ("content-type", "application/x-www-form-urlencoded"),
+        ("origin", origin.as_str()),
+    ];
+    let a = send(
+        &client,
+        "POST",
+        "/console/signin",
+        &form,
+        &format!("token={ALICE_TOKEN}"),
+    )
+    .await?;
+    assert_eq!(a.status, 303, "{}", a.text);
+    let cookie = a.headers["set-cookie"]
+        .to_str()?
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .to_owned();
+    let with_cookie = [("cookie", cookie.as_str())];
+    let page = || send(&client, "GET", "/console/", &with_cookie, "");
+    assert_eq!(page().await?.status, 200);
+    std::fs::write(
+        tokens.file(),
+        format!("alice alice-second-token-0123456789abcdef\nbob {BOB_TOKEN}\n"),
+    )?;
+    poll(WITHIN, || async {
+        match page().await?.status {
+            404 => Ok(()),
+            other => bail!("the session still opens the console: {other}"),
+        }
+    })
+    .await?;
+    Ok(())
+}
+
 /// Issue 15 §2: with JWTs, sign-in takes a JWT whose subject is a console principal; an
 /// expired one, or one for another subject, is refused without a cookie.
 #[tokio::test]
@@ -584,12 +632,14 @@ async fn console_signs_in_with_a_jwt() -> Result<()> {
     )
     .await?;
     assert_eq!(a.status, 303, "{}", a.text);
-    let cookie = a.headers["set-cookie"]
-        .to_str()?
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .to_owned();
+    let set = a.headers["set-cookie"].to_str()?;
+    let max_age: u64 = set
+        .split("; ")
+        .find_map(|a| a.strip_prefix("Max-Age="))
+        .context("Max-Age")?
+        .parse()?;
+    assert!(max_age <= 600, "a session ends with its JWT: {set}");
+    let cookie = set.split(';').next().unwrap_or("").to_owned();
     let page = send(&client, "GET", "/console/tasks", &[("cookie", &cookie)], "").await?;
     assert_eq!(page.status, 200);
     assert!(
