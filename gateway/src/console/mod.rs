@@ -18,6 +18,7 @@ mod chart;
 mod pages;
 mod rates;
 mod session;
+mod signin_limit;
 mod view;
 
 use std::sync::Arc;
@@ -49,6 +50,8 @@ pub(crate) struct Console {
     config: ConsoleConfig,
     /// Event streams open now (at most `MCPT_CONSOLE_MAX_STREAMS`).
     streams: Arc<AtomicUsize>,
+    /// Sign-in attempts per client address.
+    attempts: signin_limit::Attempts,
 }
 
 /// One open event stream, counted while it lives.
@@ -102,6 +105,7 @@ impl Console {
             sessions: Sessions::new(config.secret.as_deref()),
             config: config.clone(),
             streams: Arc::new(AtomicUsize::new(0)),
+            attempts: signin_limit::Attempts::default(),
         }
     }
 }
@@ -544,6 +548,25 @@ async fn signin(state: &State, console: &Console, req: Request<Incoming>) -> Res
         Method::POST => {
             if !same_origin(req.uri(), req.headers(), &state.config.allowed_origins) {
                 return api::error(StatusCode::FORBIDDEN, "Origin missing or not this server");
+            }
+            if let Some(peer) = req.extensions().get::<crate::conn::Peer>()
+                && let Err(wait) = console
+                    .attempts
+                    .admit(peer.0.ip(), std::time::Instant::now())
+            {
+                tracing::info!("console: sign-in refused: too many attempts from one address");
+                let mut res = api::error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    &format!(
+                        "too many sign-in attempts from this address ({} a minute); try again in {} s",
+                        signin_limit::ATTEMPTS,
+                        wait.as_secs().max(1)
+                    ),
+                );
+                if let Ok(v) = HeaderValue::from_str(&wait.as_secs().max(1).to_string()) {
+                    res.headers_mut().insert(header::RETRY_AFTER, v);
+                }
+                return res;
             }
             let secure = over_tls(req.headers());
             let body = match Limited::new(req.into_body(), MAX_FORM_BYTES)

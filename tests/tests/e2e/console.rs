@@ -580,6 +580,55 @@ async fn console_session_ends_when_its_token_is_revoked() -> Result<()> {
     Ok(())
 }
 
+/// Issue 15 §2: sign-in attempts are limited per client address: past 10 a minute the
+/// answer is 429 with a message and `Retry-After`, whatever the token.
+#[tokio::test]
+async fn console_limits_sign_in_attempts() -> Result<()> {
+    let tokens = TwoTokens::new()?;
+    let redis = RedisServer::start()?;
+    let mut env = tokens.env();
+    env.extend(console_env());
+    env.push(("MCPT_CONSOLE_PRINCIPALS", "alice".to_owned()));
+    let gateway = Gateway::start(&redis.url(), &env)?;
+    let client = gateway.client();
+    let origin = format!("http://{}", gateway.addr);
+    let form = [
+        ("content-type", "application/x-www-form-urlencoded"),
+        ("origin", origin.as_str()),
+    ];
+    for _ in 0..10 {
+        let a = send(
+            &client,
+            "POST",
+            "/console/signin",
+            &form,
+            "token=guess-0123456789",
+        )
+        .await?;
+        assert_eq!(a.status, 403, "{}", a.text);
+    }
+    let a = send(
+        &client,
+        "POST",
+        "/console/signin",
+        &form,
+        &format!("token={ALICE_TOKEN}"),
+    )
+    .await?;
+    assert_eq!(a.status, 429, "{}", a.text);
+    assert!(
+        a.json()?["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("too many sign-in attempts"),
+        "{}",
+        a.text
+    );
+    assert!(a.headers.contains_key("retry-after"));
+    assert!(!a.headers.contains_key("set-cookie"));
+    Ok(())
+}
+
 /// Issue 15 §2: with JWTs, sign-in takes a JWT whose subject is a console principal; an
 /// expired one, or one for another subject, is refused without a cookie.
 #[tokio::test]
