@@ -314,7 +314,17 @@ pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Respons
                     format!("{UNKNOWN_TASK}\n"),
                 );
             };
+            // The console remembers summaries: the page reads the task whole (a fragment
+            // only its hash; the whole page its worker, deliveries and trace too).
             if fragment {
+                let full = state.store.get_task(id, &known.record.owner).await;
+                let known = match full {
+                    Ok(Some(record)) => Known {
+                        record: Arc::new(record),
+                        ..known
+                    },
+                    _ => known,
+                };
                 return html(StatusCode::OK, pages::task_main(&known));
             }
             let detail = state.store.console_task(id, &known.record.owner).await;
@@ -324,6 +334,7 @@ pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Respons
                 )
                 .ok()
                 .flatten();
+            let known = whole(known, detail.as_ref());
             html(
                 StatusCode::OK,
                 pages::task(
@@ -416,6 +427,7 @@ async fn api_route(
                 .await
                 .ok()
                 .flatten();
+            let known = whole(known, detail.as_ref());
             api::ok(&api::task(
                 &known,
                 detail.as_ref(),
@@ -433,6 +445,17 @@ async fn api_route(
             api::error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here")
         }
         _ => api::error(StatusCode::NOT_FOUND, "no such console API"),
+    }
+}
+
+/// A remembered summary completed with the task as just read, when it was.
+fn whole(known: Known, detail: Option<&mcp_tasks_store::console::TaskDetail>) -> Known {
+    match detail {
+        Some(d) => Known {
+            record: Arc::new(d.record.clone()),
+            ..known
+        },
+        None => known,
     }
 }
 

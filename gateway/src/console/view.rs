@@ -80,7 +80,8 @@ pub(crate) struct ToolRow {
     pub(crate) stale: bool,
 }
 
-/// A task the console has seen.
+/// A task the console has seen: a summary (status, message, tool, owner, times; no
+/// result, error, input requests or answers, which a task's page reads from Redis).
 #[derive(Debug, Clone)]
 pub(crate) struct Known {
     pub(crate) record: Arc<TaskRecord>,
@@ -204,9 +205,10 @@ impl View {
         out
     }
 
-    /// Record a task's state unless what is remembered is newer, and stop following the
+    /// Record a task's summary unless what is remembered is newer, and stop following the
     /// tasks forgotten to make room; whether it changed.
     fn remember(&self, record: TaskRecord, queue: Option<&str>, watches: &mut Watches) -> bool {
+        let record = summary(record);
         let forgotten = {
             let mut inner = self.write();
             match inner.tasks.get_mut(&record.id) {
@@ -232,6 +234,18 @@ impl View {
             watches.remove(id);
         }
         true
+    }
+}
+
+/// What the console keeps of a task: the record without its payloads (result, error,
+/// input requests, answers), which can be large and which only a task's page shows.
+pub(crate) fn summary(record: TaskRecord) -> TaskRecord {
+    TaskRecord {
+        result: None,
+        error: None,
+        inputs: Default::default(),
+        answers: Default::default(),
+        ..record
     }
 }
 
@@ -525,6 +539,28 @@ mod tests {
             "then the oldest unfinished"
         );
         assert_eq!(tasks.len(), MAX_TASKS);
+    }
+
+    /// Remembered tasks keep no payloads: a 1 MB result costs the console nothing.
+    #[test]
+    fn summaries_leave_payloads_out() {
+        let full = TaskRecord {
+            id: "t".to_owned(),
+            status: Some(TaskStatus::Completed),
+            message: Some("done".to_owned()),
+            result: Some("x".repeat(1 << 20)),
+            error: Some("{}".to_owned()),
+            inputs: [("k".to_owned(), "{}".to_owned())].into(),
+            answers: [("k".to_owned(), "{}".to_owned())].into(),
+            ..TaskRecord::default()
+        };
+        let s = summary(full.clone());
+        assert_eq!((s.result, s.error), (None, None));
+        assert!(s.inputs.is_empty() && s.answers.is_empty());
+        assert_eq!(
+            (s.id, s.status, s.message),
+            (full.id, full.status, full.message)
+        );
     }
 
     /// An idle refresh (ages moved, nothing else) has the same shape: open pages are not

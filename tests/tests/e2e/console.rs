@@ -296,6 +296,15 @@ async fn console_replicas_see_short_tasks_and_find_tasks_by_owner() -> Result<()
         }
     })
     .await?;
+    // The console remembers a summary; the task's page and API read the result from Redis.
+    let detail = get(&client_b, &format!("/console/api/tasks/{short}"))
+        .await?
+        .json()?;
+    let text = detail["result"]["content"][0]["text"]
+        .as_str()
+        .with_context(|| format!("a result text: {detail}"))?;
+    let fragment = get(&client_b, &format!("/console/tasks/{short}?fragment=1")).await?;
+    assert!(fragment.text.contains(text), "{text}: {}", fragment.text);
 
     let origin = format!("http://{}", b.addr);
     for attempt in 0.. {
