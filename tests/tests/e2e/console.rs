@@ -15,7 +15,7 @@ use http_body_util::BodyExt as _;
 use mcp_tasks_tests::jwt::TestIssuer;
 use mcp_tasks_tests::{
     ALICE_TOKEN, BOB_TOKEN, Client, Gateway, Process, RedisCluster, RedisServer, TwoTokens, Worker,
-    binary, repo_root,
+    binary, poll_until, repo_root,
 };
 use serde_json::{Value, json};
 
@@ -54,24 +54,6 @@ async fn send(
     })
 }
 
-/// Try `f` until it succeeds, or fail with its last error after `within`.
-async fn poll<T, F, Fut>(within: Duration, mut f: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T>>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        match f().await {
-            Ok(v) => return Ok(v),
-            Err(e) if tokio::time::Instant::now() > deadline => {
-                return Err(e.context(format!("not true within {within:?}")));
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
-}
-
 async fn get(client: &Client, path: &str) -> Result<Answer> {
     send(client, "GET", path, &[], "").await
 }
@@ -104,7 +86,7 @@ async fn console_api_lists_a_running_task_and_cancels_it() -> Result<()> {
     let id = client
         .start_task("sleep", json!({"ms": 60_000, "steps": 1}))
         .await?;
-    let listed = poll(WITHIN, || async {
+    let listed = poll_until(WITHIN, || async {
         let tasks = get(&client, "/console/api/tasks?tool=sleep")
             .await?
             .json()?;
@@ -117,7 +99,7 @@ async fn console_api_lists_a_running_task_and_cancels_it() -> Result<()> {
     assert_eq!(listed["queue"], "default", "{listed}");
     assert_eq!(listed["owner"], "anonymous", "{listed}");
 
-    let queues = poll(WITHIN, || async {
+    let queues = poll_until(WITHIN, || async {
         let q = get(&client, "/console/api/queues").await?.json()?;
         let default = q["queues"]
             .as_array()
@@ -140,7 +122,7 @@ async fn console_api_lists_a_running_task_and_cancels_it() -> Result<()> {
         "{workers}"
     );
 
-    let detail = poll(WITHIN, || async {
+    let detail = poll_until(WITHIN, || async {
         let d = get(&client, &format!("/console/api/tasks/{id}"))
             .await?
             .json()?;
@@ -180,7 +162,7 @@ async fn console_api_lists_a_running_task_and_cancels_it() -> Result<()> {
     assert_eq!(console_status(&client, &id).await?, "working");
     let a = send(&client, "POST", &cancel, &[("origin", &origin)], "").await?;
     assert_eq!(a.status, 200, "{}", a.text);
-    poll(WITHIN, || async {
+    poll_until(WITHIN, || async {
         match console_status(&client, &id).await?.as_str() {
             "cancelled" => Ok(()),
             other => bail!("still {other}"),
@@ -239,7 +221,7 @@ async fn console_counts_tasks_per_second_and_run_times() -> Result<()> {
     client.wait_status(&id, "cancelled", WITHIN).await?;
 
     let want = json!({"created": 5, "completed": 3, "failed": 1, "cancelled": 1});
-    let queues = poll(WITHIN, || async {
+    let queues = poll_until(WITHIN, || async {
         let q = get(&client, "/console/api/queues").await?.json()?;
         if q["last_15m"]["counts"] != want {
             bail!("not all counted yet: {}", q["last_15m"]);
@@ -289,7 +271,7 @@ async fn console_replicas_see_short_tasks_and_find_tasks_by_owner() -> Result<()
 
     let short = client_a.start_task("sleep", json!({"ms": 0})).await?;
     client_a.wait_status(&short, "completed", WITHIN).await?;
-    poll(WITHIN, || async {
+    poll_until(WITHIN, || async {
         match console_status(&client_b, &short).await?.as_str() {
             "completed" => Ok(()),
             other => bail!("replica b shows {other}"),
@@ -360,7 +342,7 @@ async fn console_events_signal_real_changes_only() -> Result<()> {
     // both processes' tallies counted it.
     let id = client.start_task("sleep", json!({"ms": 0})).await?;
     client.wait_status(&id, "completed", WITHIN).await?;
-    poll(WITHIN, || async {
+    poll_until(WITHIN, || async {
         let q = get(&client, "/console/api/queues").await?.json()?;
         let counts = &q["last_15m"]["counts"];
         if counts["created"] != 1 || counts["completed"] != 1 {
@@ -402,7 +384,7 @@ async fn console_reads_a_redis_cluster() -> Result<()> {
     let id = client
         .start_task("sleep", json!({"ms": 60_000, "steps": 1}))
         .await?;
-    poll(WITHIN, || async {
+    poll_until(WITHIN, || async {
         let d = get(&client, &format!("/console/api/tasks/{id}"))
             .await?
             .json()?;
@@ -418,7 +400,7 @@ async fn console_reads_a_redis_cluster() -> Result<()> {
     let cancel = format!("/console/api/tasks/{id}/cancel");
     let a = send(&client, "POST", &cancel, &[("origin", &origin)], "").await?;
     assert_eq!(a.status, 200, "{}", a.text);
-    poll(WITHIN, || async {
+    poll_until(WITHIN, || async {
         match console_status(&client, &id).await?.as_str() {
             "cancelled" => Ok(()),
             other => bail!("still {other}"),
@@ -579,7 +561,7 @@ async fn console_session_ends_when_its_token_is_revoked() -> Result<()> {
         tokens.file(),
         format!("alice alice-second-token-0123456789abcdef\nbob {BOB_TOKEN}\n"),
     )?;
-    poll(WITHIN, || async {
+    poll_until(WITHIN, || async {
         match page().await?.status {
             404 => Ok(()),
             other => bail!("the session still opens the console: {other}"),
@@ -760,7 +742,7 @@ async fn console_caps_open_event_streams() -> Result<()> {
     let text = String::from_utf8_lossy(&third.into_body().collect().await?.to_bytes()).into_owned();
     assert!(text.contains("MCPT_CONSOLE_MAX_STREAMS"), "{text}");
     drop(first);
-    poll(WITHIN, || async {
+    poll_until(WITHIN, || async {
         let again = open().await?;
         if again.status() != 200 {
             bail!("still {}", again.status());
@@ -814,7 +796,7 @@ async fn cli_reads_the_console_with_url_and_token() -> Result<()> {
         .await?;
     let url = gateway.url();
     let as_alice = [("MCPT_TOKEN", ALICE_TOKEN)];
-    let out = poll(WITHIN, || async {
+    let out = poll_until(WITHIN, || async {
         let out = cli(&["tasks", "--url", &url, "--status", "working"], &as_alice)?;
         if !out.1.contains(&id) {
             bail!("not listed yet: {out:?}");
