@@ -182,6 +182,7 @@ pub(crate) async fn start(
         }
     };
     tracing::info!(task.id = %id, tool.name = %name, "task {id} created");
+    mcp_tasks_shared::tally::created(&id, owner, &tool.queue);
     mcp_tasks_shared::metrics::get().tasks_created.add(
         1,
         &[

@@ -100,6 +100,11 @@ pub async fn run(
     store.warn_if_evicting().await;
     let hub_stop = CancellationToken::new();
     let hub = EventHub::start(&store, hub_stop.clone());
+    tokio::spawn(mcp_tasks_shared::tally::publish(
+        store.clone(),
+        format!("gateway:{}", uuid::Uuid::new_v4().simple()),
+        hub_stop.clone(),
+    ));
     let console = config
         .console
         .enabled
@@ -165,7 +170,8 @@ pub async fn run(
         let _ = stream.set_nodelay(true);
         let state = state.clone();
         let requests = slot.clone();
-        let service = hyper::service::service_fn(move |req| {
+        let service = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
+            req.extensions_mut().insert(conn::Peer(peer));
             let busy = requests.begin();
             // Boxed: hyper keeps one allocation the size of this future for the whole life
             // of an HTTP/1 connection, and the pipeline's future is kilobytes; an idle

@@ -7,6 +7,7 @@
 //! - [`telemetry`]: logs, OTLP trace and metric export, the Prometheus text.
 //! - [`metrics`]: the OpenTelemetry instruments both binaries record.
 //! - [`shutdown`]: OS signals to a cancellation token.
+//! - [`tally`]: this process' counters for the console's charts, written every few seconds.
 //! - [`web`]: the one HTTP client stack for outbound calls (http and https).
 
 #![warn(missing_docs)]
@@ -15,6 +16,7 @@ pub mod config;
 pub mod metrics;
 pub mod schema;
 pub mod shutdown;
+pub mod tally;
 pub mod telemetry;
 pub mod web;
 

@@ -234,9 +234,13 @@ fn count_store_events(what: mcp_tasks_store::observe::Observed<'_>) {
         Observed::Unreplicated { op } => metrics
             .redis_unreplicated
             .add(1, &[opentelemetry::KeyValue::new("op", op)]),
-        Observed::CancelledUnrun { tool } => metrics
-            .tasks_finished
-            .add(1, &crate::metrics::finish_attrs(tool, "cancelled")),
+        Observed::CancelledUnrun { tool } => {
+            metrics
+                .tasks_finished
+                .add(1, &crate::metrics::finish_attrs(tool, "cancelled"));
+            // No worker ran it: no run time, and the queue is not known here.
+            crate::tally::finished("cancelled", "", None);
+        }
     }
 }
 

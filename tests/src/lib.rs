@@ -126,6 +126,11 @@ impl TwoTokens {
         Ok(TwoTokens { dir })
     }
 
+    /// The tokens file (rewrite it to revoke or add tokens; the gateway rereads it).
+    pub fn file(&self) -> PathBuf {
+        self.dir.join("tokens")
+    }
+
     /// `MCPT_AUTH=tokens` and `MCPT_AUTH_TOKENS_FILE` for the binaries.
     pub fn env(&self) -> Vec<(&'static str, String)> {
         vec![
@@ -343,19 +348,44 @@ impl Drop for TestContext {
     }
 }
 
-/// Poll `f` until it returns `Some`, or fail after `within`.
-pub async fn poll_until<T, F, Fut>(within: Duration, mut f: F) -> Result<T>
+/// What one try of [`poll_until`] gave: done with a value, or not yet (an `Err` says why,
+/// and the last one is reported when time runs out).
+pub trait Polled<T> {
+    /// The value, or why not yet.
+    fn done(self) -> Result<T, Option<anyhow::Error>>;
+}
+
+impl<T> Polled<T> for Option<T> {
+    fn done(self) -> Result<T, Option<anyhow::Error>> {
+        self.ok_or(None)
+    }
+}
+
+impl<T> Polled<T> for Result<T> {
+    fn done(self) -> Result<T, Option<anyhow::Error>> {
+        self.map_err(Some)
+    }
+}
+
+/// Poll `f` until it returns `Some` (or `Ok`), or fail after `within` (with the last
+/// error, when `f` gives reasons).
+pub async fn poll_until<T, P, F, Fut>(within: Duration, mut f: F) -> Result<T>
 where
+    P: Polled<T>,
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
+    Fut: std::future::Future<Output = P>,
 {
     let deadline = Instant::now() + within;
     loop {
-        if let Some(v) = f().await {
-            return Ok(v);
-        }
+        let why = match f().await.done() {
+            Ok(v) => return Ok(v),
+            Err(why) => why,
+        };
         if Instant::now() > deadline {
-            bail!("condition not met within {within:?}");
+            return Err(match why {
+                Some(e) => e.context(format!("not true within {within:?}")),
+                None => anyhow::anyhow!("condition not met within {within:?}"),
+            });
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -379,4 +409,33 @@ pub fn truncate(s: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}…", &s[..end])
+}
+
+#[cfg(test)]
+mod poll_tests {
+    use super::*;
+
+    /// A try that gives reasons is reported with its last one; one that does not, plainly.
+    #[tokio::test]
+    async fn polling_reports_the_last_reason() {
+        let mut n = 0;
+        let e = poll_until(Duration::from_millis(50), || {
+            n += 1;
+            let n = n;
+            async move { Err::<(), _>(anyhow::anyhow!("still {n}")) }
+        })
+        .await
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("still "), "{e:#}");
+        let e = poll_until(Duration::from_millis(50), || async { None::<()> })
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("condition not met"), "{e}");
+        assert_eq!(
+            poll_until(Duration::ZERO, || async { Some(7) })
+                .await
+                .unwrap(),
+            7
+        );
+    }
 }

@@ -256,6 +256,11 @@ pub async fn run_serving(
     }
     tokio::spawn(strikes.watch(store.clone(), config.queues.clone(), hub_stop.clone()));
 
+    let tally = tokio::spawn(mcp_tasks_shared::tally::publish(
+        store.clone(),
+        format!("worker:{}", runner.consumer),
+        hub_stop.clone(),
+    ));
     let heartbeat = tokio::spawn(heartbeat(
         store.clone(),
         adverts,
@@ -314,6 +319,8 @@ pub async fn run_serving(
         );
     }
     hub_stop.cancel();
+    // Its last counts, so the jobs finished during the drain are charted.
+    let _ = tally.await;
     tracing::info!("worker stopped");
     Ok(())
 }

@@ -168,6 +168,26 @@ impl Authenticator {
         self.principal_of(token).await
     }
 
+    /// What a console session remembers of the credential it was started with, so that it
+    /// ends with it: a token's SHA-256 (the session lasts while the token file still holds
+    /// it), or for a JWT its `exp` (the session ends then; a JWT cannot be revoked here).
+    pub(crate) fn credential_of(&self, token: &str) -> Credential {
+        match self {
+            Authenticator::Anonymous => Credential::None,
+            Authenticator::Tokens(_) => Credential::Token(tokens::digest(token)),
+            Authenticator::Jwt(_) => Credential::Expires(jwt_exp(token).unwrap_or(0)),
+        }
+    }
+
+    /// Whether `principal` still holds a token whose digest passes `matches` (token mode);
+    /// always true in the other modes (a JWT session is capped by its `exp` instead).
+    pub(crate) fn still_holds(&self, principal: &str, matches: impl Fn(&[u8; 32]) -> bool) -> bool {
+        match self {
+            Authenticator::Tokens(file) => file.digests_of(principal).iter().any(matches),
+            Authenticator::Anonymous | Authenticator::Jwt(_) => true,
+        }
+    }
+
     /// The principal a bearer token (static token or JWT) stands for.
     pub(crate) async fn principal_of(&self, token: &str) -> Result<String, Challenge> {
         match self {
@@ -181,6 +201,27 @@ impl Authenticator {
             }),
         }
     }
+}
+
+/// What a console session is bound to (see [`Authenticator::credential_of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Credential {
+    /// No authentication.
+    None,
+    /// A token of the token file, by its SHA-256.
+    Token([u8; 32]),
+    /// A JWT valid until these seconds since the epoch.
+    Expires(u64),
+}
+
+/// The `exp` claim of a JWT already verified (read, not checked again).
+fn jwt_exp(token: &str) -> Option<u64> {
+    use base64::Engine as _;
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    serde_json::from_slice::<Value>(&bytes).ok()?["exp"].as_u64()
 }
 
 /// This server's resource URL: `MCPT_AUTH_RESOURCE`, else from the request's `Host` (and

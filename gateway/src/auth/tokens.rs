@@ -35,7 +35,8 @@ pub(crate) struct TokenFile {
     loaded: RwLock<Loaded>,
 }
 
-fn digest(token: &str) -> [u8; 32] {
+/// SHA-256 of a token, as the file's entries are compared.
+pub(crate) fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
@@ -112,6 +113,20 @@ impl TokenFile {
             }
         }
         found
+    }
+
+    /// The digests of `principal`'s tokens in the file now (reread when it changed).
+    pub(crate) fn digests_of(&self, principal: &str) -> Vec<[u8; 32]> {
+        self.reload_if_changed();
+        let Ok(loaded) = self.loaded.read() else {
+            return Vec::new();
+        };
+        loaded
+            .entries
+            .iter()
+            .filter(|(p, _)| p == principal)
+            .map(|(_, d)| *d)
+            .collect()
     }
 
     fn reload_if_changed(&self) {

@@ -37,41 +37,20 @@ pub(crate) struct Filter {
     pub(crate) limit: usize,
 }
 
-/// Decode `%XX` and `+` of a query string value (invalid escapes are kept as written).
-fn decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
-                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                    Some(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// The `name=value` pairs of a query string or form body, decoded.
 pub(crate) fn pairs(query: &str) -> Vec<(String, String)> {
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (decode(k), decode(v))
-        })
+    form_urlencoded::parse(query.as_bytes())
+        .into_owned()
         .collect()
+}
+
+/// A task page's path, naming the owner so that any replica finds the task by reading it
+/// (one that never listed it included).
+pub(crate) fn task_path(id: &str, owner: &str, action: &str) -> String {
+    let query: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("owner", owner)
+        .finish();
+    format!("/console/tasks/{id}{action}?{query}")
 }
 
 impl Filter {
@@ -109,7 +88,7 @@ impl Filter {
                             )
                         })?;
                 }
-                "fragment" => {}
+                "fragment" | "owner" => {}
                 other => {
                     return Err(format!(
                         "unknown parameter {other:?}: expected status, tool, queue, q or limit"
@@ -226,7 +205,15 @@ mod tests {
                 .contains("unknown parameter")
         );
         assert_eq!(Filter::parse(Some("status=&tool=")).unwrap().status, None);
-        assert_eq!(decode("a%zz%4"), "a%zz%4");
+        assert_eq!(
+            pairs("q=a%zz%4&x")[0].1,
+            "a%zz%4",
+            "bad escapes stay as written"
+        );
+        assert_eq!(
+            task_path("tsk_1", "a b&c", "/cancel"),
+            "/console/tasks/tsk_1/cancel?owner=a+b%26c"
+        );
     }
 
     #[test]

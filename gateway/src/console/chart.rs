@@ -1,19 +1,28 @@
-//! The overview's chart: jobs waiting and running over the last 15 minutes, from the
-//! refresher's samples in this gateway's memory (no Redis read), drawn as SVG with
-//! plotters. No fonts are linked: the chart is lines only, and its legend and scale are
-//! HTML beside it (`pages.rs`).
+//! The overview's charts, drawn as SVG with plotters from this gateway's memory (no Redis
+//! read): jobs waiting and running (the refresher's samples), and tasks created,
+//! completed, failed and cancelled per second (the processes' tallies, `rates.rs`), over
+//! the last 15 minutes. No fonts are linked: the charts are lines only, and their legends
+//! and scales are HTML beside them (`pages.rs`).
 
 use plotters::prelude::*;
 
-use super::view::{HISTORY, REFRESH, Sample};
+use super::rates::{Point, WINDOW};
+use super::view::Sample;
 
-/// Width and height of the drawing, in SVG units.
+/// Width and height of a drawing, in SVG units.
 const SIZE: (u32, u32) = (720, 160);
-/// Colours of the two lines (also used by the legend).
+/// Colours of the lines (also used by the legends, `console.css`).
 pub(crate) const WAITING: RGBColor = RGBColor(0xd9, 0x77, 0x06);
 pub(crate) const RUNNING: RGBColor = RGBColor(0x25, 0x63, 0xeb);
+pub(crate) const CREATED: RGBColor = RGBColor(0x7c, 0x3a, 0xed);
+pub(crate) const COMPLETED: RGBColor = RGBColor(0x16, 0xa3, 0x4a);
+pub(crate) const FAILED: RGBColor = RGBColor(0xdc, 0x26, 0x26);
+pub(crate) const CANCELLED: RGBColor = RGBColor(0x6b, 0x72, 0x80);
 
-/// The highest value drawn (the top of the scale), at least 1.
+/// One line: its colour and its points (ms since the epoch, value).
+type Line = (RGBColor, Vec<(i64, f64)>);
+
+/// The highest value of the queue chart (the top of its scale), at least 1.
 pub(crate) fn scale(samples: &[Sample]) -> u64 {
     samples
         .iter()
@@ -23,27 +32,63 @@ pub(crate) fn scale(samples: &[Sample]) -> u64 {
         .max(1)
 }
 
-/// The chart as an SVG document; `Err` says why plotters could not draw it.
+/// The highest per-second rate of the rate chart (the top of its scale), at least 1.
+pub(crate) fn rate_scale(points: &[Point]) -> f64 {
+    points
+        .iter()
+        .flat_map(|p| [p.created, p.completed, p.failed, p.cancelled])
+        .fold(1.0, f64::max)
+}
+
+/// Jobs waiting and running as an SVG document; `Err` says why plotters could not draw it.
 pub(crate) fn svg(samples: &[Sample], now_ms: i64) -> Result<String, String> {
-    let span_ms = (HISTORY as i64) * (REFRESH.as_millis() as i64);
-    let top = scale(samples) as f64 * 1.05;
+    let line = |value: fn(&Sample) -> u64| -> Vec<(i64, f64)> {
+        samples.iter().map(|s| (s.at_ms, value(s) as f64)).collect()
+    };
+    draw(
+        &[
+            (WAITING, line(|s| s.waiting)),
+            (RUNNING, line(|s| s.running)),
+        ],
+        scale(samples) as f64,
+        now_ms,
+    )
+}
+
+/// Tasks per second as an SVG document; `Err` says why plotters could not draw it.
+pub(crate) fn rates_svg(points: &[Point], now_ms: i64) -> Result<String, String> {
+    let line = |value: fn(&Point) -> f64| -> Vec<(i64, f64)> {
+        points.iter().map(|p| (p.at_ms, value(p))).collect()
+    };
+    draw(
+        &[
+            (CREATED, line(|p| p.created)),
+            (COMPLETED, line(|p| p.completed)),
+            (FAILED, line(|p| p.failed)),
+            (CANCELLED, line(|p| p.cancelled)),
+        ],
+        rate_scale(points),
+        now_ms,
+    )
+}
+
+/// `lines` over the last [`WINDOW`], now at the right, from 0 to `top`.
+fn draw(lines: &[Line], top: f64, now_ms: i64) -> Result<String, String> {
+    let span_ms = WINDOW.as_millis() as i64;
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let mut chart = ChartBuilder::on(&root)
             .margin(4)
-            .build_cartesian_2d(-span_ms..0i64, 0f64..top)
+            .build_cartesian_2d(-span_ms..0i64, 0f64..top * 1.05)
             .map_err(|e| e.to_string())?;
-        for (colour, value) in [
-            (WAITING, (|s: &Sample| s.waiting) as fn(&Sample) -> u64),
-            (RUNNING, |s: &Sample| s.running),
-        ] {
+        for (colour, points) in lines {
             chart
                 .draw_series(LineSeries::new(
-                    samples
+                    points
                         .iter()
-                        .map(|s| ((s.at_ms - now_ms).max(-span_ms), value(s) as f64)),
+                        .map(|&(at, v)| ((at - now_ms).clamp(-span_ms, 0), v)),
                     colour.stroke_width(2),
                 ))
                 .map_err(|e| e.to_string())?;
@@ -71,5 +116,22 @@ mod tests {
         assert_eq!(drawn.matches("<polyline").count(), 2, "{drawn}");
         assert_eq!(scale(&samples), 9);
         assert!(svg(&[], 0).unwrap().starts_with("<svg"));
+    }
+
+    #[test]
+    fn the_rate_chart_has_four_lines_and_a_scale_of_its_peak() {
+        let points: Vec<Point> = (0..10)
+            .map(|i| Point {
+                at_ms: 1_000_000 + i * 10_000,
+                created: f64::from(i as u8),
+                completed: 2.0,
+                failed: 0.5,
+                cancelled: 0.0,
+            })
+            .collect();
+        let drawn = rates_svg(&points, 1_100_000).unwrap();
+        assert_eq!(drawn.matches("<polyline").count(), 4, "{drawn}");
+        assert!((rate_scale(&points) - 9.0).abs() < 1e-9);
+        assert!((rate_scale(&[]) - 1.0).abs() < 1e-9);
     }
 }

@@ -16,10 +16,13 @@
 mod api;
 mod chart;
 mod pages;
+mod rates;
 mod session;
+mod signin_limit;
 mod view;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -38,13 +41,37 @@ use crate::{auth, headers};
 
 use api::Filter;
 use session::Sessions;
-use view::View;
+use view::{Known, View};
 
 /// The console of one gateway.
 pub(crate) struct Console {
     view: Arc<View>,
     sessions: Sessions,
     config: ConsoleConfig,
+    /// Event streams open now (at most `MCPT_CONSOLE_MAX_STREAMS`).
+    streams: Arc<AtomicUsize>,
+    /// Sign-in attempts per client address.
+    attempts: signin_limit::Attempts,
+}
+
+/// One open event stream, counted while it lives.
+struct StreamSlot(Arc<AtomicUsize>);
+
+impl StreamSlot {
+    /// A slot, unless `max` streams are open.
+    fn take(open: &Arc<AtomicUsize>, max: usize) -> Option<StreamSlot> {
+        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .ok()?;
+        Some(StreamSlot(open.clone()))
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// How often an idle event stream sends a comment (keeps proxies from closing it).
@@ -77,6 +104,8 @@ impl Console {
             view,
             sessions: Sessions::new(config.secret.as_deref()),
             config: config.clone(),
+            streams: Arc::new(AtomicUsize::new(0)),
+            attempts: signin_limit::Attempts::default(),
         }
     }
 }
@@ -167,7 +196,16 @@ impl Console {
             return Some(auth::ANONYMOUS.to_owned());
         }
         let principal = match self.sessions.principal(headers) {
-            Some(p) => p,
+            // A session lasts while its token does (a JWT's ends at its `exp`).
+            Some((p, credential)) => {
+                let holds = state
+                    .auth
+                    .still_holds(&p, |digest| self.sessions.token_tag(digest) == credential);
+                if !holds {
+                    return None;
+                }
+                p
+            }
             None if headers.contains_key(header::AUTHORIZATION) => {
                 state.auth.principal(headers).await.ok()?
             }
@@ -233,16 +271,25 @@ pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Respons
             let fleet = console.view.fleet();
             let scale = chart::scale(&console.view.history());
             if fragment {
-                html(StatusCode::OK, pages::overview_main(&fleet, scale))
+                html(
+                    StatusCode::OK,
+                    pages::overview_main(&console.view, &fleet, scale),
+                )
             } else {
-                html(StatusCode::OK, pages::overview(&fleet, scale, shown))
+                html(
+                    StatusCode::OK,
+                    pages::overview(&console.view, &fleet, scale, shown),
+                )
             }
         }
-        (&Method::GET, ["chart", "queues.svg"]) => {
-            match chart::svg(
-                &console.view.history(),
-                mcp_tasks_protocol::time::now_millis(),
-            ) {
+        (&Method::GET, ["chart", name @ ("queues.svg" | "rates.svg")]) => {
+            let now = mcp_tasks_protocol::time::now_millis();
+            let drawn = if *name == "queues.svg" {
+                chart::svg(&console.view.history(), now)
+            } else {
+                chart::rates_svg(&console.view.rate_points(now), now)
+            };
+            match drawn {
                 Ok(svg) => {
                     let mut res = reply::full(StatusCode::OK, Some("image/svg+xml"), svg);
                     secure_headers(res.headers_mut());
@@ -260,14 +307,24 @@ pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Respons
             Err(why) => reply::full(StatusCode::BAD_REQUEST, Some("text/plain"), why + "\n"),
         },
         (&Method::GET, ["tasks", id]) => {
-            let Some(known) = console.view.task(id) else {
+            let Some(known) = find(state, console, id, query.as_deref()).await else {
                 return reply::full(
                     StatusCode::NOT_FOUND,
                     Some("text/plain"),
-                    "unknown task id\n",
+                    format!("{UNKNOWN_TASK}\n"),
                 );
             };
+            // The console remembers summaries: the page reads the task whole (a fragment
+            // only its hash; the whole page its worker, deliveries and trace too).
             if fragment {
+                let full = state.store.get_task(id, &known.record.owner).await;
+                let known = match full {
+                    Ok(Some(record)) => Known {
+                        record: Arc::new(record),
+                        ..known
+                    },
+                    _ => known,
+                };
                 return html(StatusCode::OK, pages::task_main(&known));
             }
             let detail = state.store.console_task(id, &known.record.owner).await;
@@ -277,6 +334,7 @@ pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Respons
                 )
                 .ok()
                 .flatten();
+            let known = whole(known, detail.as_ref());
             html(
                 StatusCode::OK,
                 pages::task(
@@ -288,8 +346,8 @@ pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Respons
             )
         }
         (&Method::POST, ["tasks", id, "cancel"]) => {
-            match cancel(state, console, id, &principal).await {
-                Ok(()) => see_other(&format!("/console/tasks/{id}")),
+            match cancel(state, console, id, query.as_deref(), &principal).await {
+                Ok(owner) => see_other(&api::task_path(id, &owner, "")),
                 Err(res) => res,
             }
         }
@@ -326,8 +384,22 @@ async fn api_route(
     match (method, rest) {
         (&Method::GET, ["queues"]) => {
             let fleet = console.view.fleet();
+            let queues: Vec<serde_json::Value> = fleet
+                .queues
+                .iter()
+                .map(|q| {
+                    let mut row = serde_json::to_value(q).unwrap_or_default();
+                    row["run_time"] = serde_json::json!(console.view.run_time(Some(&q.name)));
+                    row
+                })
+                .collect();
             api::ok(&serde_json::json!({
-                "queues": fleet.queues,
+                "queues": queues,
+                "last_15m": {
+                    "counts": console.view.rate_totals(),
+                    "run_time": console.view.run_time(None),
+                    "per_second": console.view.rate_points(mcp_tasks_protocol::time::now_millis()),
+                },
                 "refreshed_ms": fleet.refreshed_ms,
                 "error": fleet.error,
             }))
@@ -346,8 +418,8 @@ async fn api_route(
             Err(why) => api::error(StatusCode::BAD_REQUEST, &why),
         },
         (&Method::GET, ["tasks", id]) => {
-            let Some(known) = console.view.task(id) else {
-                return api::error(StatusCode::NOT_FOUND, "unknown task id");
+            let Some(known) = find(state, console, id, query).await else {
+                return api::error(StatusCode::NOT_FOUND, UNKNOWN_TASK);
             };
             let detail = state
                 .store
@@ -355,6 +427,7 @@ async fn api_route(
                 .await
                 .ok()
                 .flatten();
+            let known = whole(known, detail.as_ref());
             api::ok(&api::task(
                 &known,
                 detail.as_ref(),
@@ -362,8 +435,8 @@ async fn api_route(
             ))
         }
         (&Method::POST, ["tasks", id, "cancel"]) => {
-            match cancel(state, console, id, principal).await {
-                Ok(()) => api::ok(&serde_json::json!({ "cancelled": id })),
+            match cancel(state, console, id, query, principal).await {
+                Ok(_) => api::ok(&serde_json::json!({ "cancelled": id })),
                 Err(res) => res,
             }
         }
@@ -375,23 +448,61 @@ async fn api_route(
     }
 }
 
+/// A remembered summary completed with the task as just read, when it was.
+fn whole(known: Known, detail: Option<&mcp_tasks_store::console::TaskDetail>) -> Known {
+    match detail {
+        Some(d) => Known {
+            record: Arc::new(d.record.clone()),
+            ..known
+        },
+        None => known,
+    }
+}
+
+/// What a task id this gateway cannot find gets.
+const UNKNOWN_TASK: &str = "unknown task id (a gateway that has not listed the task finds \
+     it when the request names its owner digest: ?owner=DIGEST, as the console's links do)";
+
+/// A task by id: remembered by this gateway, else read from Redis when the request names
+/// its owner (`?owner=DIGEST`). A task's key holds its owner digest, so a task this
+/// gateway never listed cannot be read without it.
+async fn find(state: &State, console: &Console, id: &str, query: Option<&str>) -> Option<Known> {
+    if let Some(known) = console.view.task(id) {
+        return Some(known);
+    }
+    let owner = api::pairs(query?)
+        .into_iter()
+        .find_map(|(k, v)| (k == "owner").then_some(v))?;
+    let detail = state.store.console_task(id, &owner).await;
+    let detail = detail
+        .inspect_err(|e| tracing::warn!(error = %e, task.id = %id, "console: task not read"))
+        .ok()??;
+    Some(Known {
+        record: Arc::new(detail.record),
+        queue: detail.queue.unwrap_or_default(),
+    })
+}
+
 /// Ask for a task's cancellation as an operator; logged with the acting principal.
+/// Returns the task's owner digest.
 async fn cancel(
     state: &State,
     console: &Console,
     id: &str,
+    query: Option<&str>,
     principal: &str,
-) -> Result<(), Response<ResBody>> {
-    let Some(known) = console.view.task(id) else {
-        return Err(api::error(StatusCode::NOT_FOUND, "unknown task id"));
+) -> Result<String, Response<ResBody>> {
+    let Some(known) = find(state, console, id, query).await else {
+        return Err(api::error(StatusCode::NOT_FOUND, UNKNOWN_TASK));
     };
-    match state.store.cancel(id, &known.record.owner).await {
+    let owner = known.record.owner.clone();
+    match state.store.cancel(id, &owner).await {
         Ok(true) => {
             let by = logged(principal);
             tracing::info!(task.id = %id, console.owner = %by, "console: task {id} cancelled by {by}");
-            Ok(())
+            Ok(owner)
         }
-        Ok(false) => Err(api::error(StatusCode::NOT_FOUND, "unknown task id")),
+        Ok(false) => Err(api::error(StatusCode::NOT_FOUND, UNKNOWN_TASK)),
         Err(e) => {
             tracing::warn!(error = %e, task.id = %id, "console: cancel failed");
             Err(api::error(
@@ -405,10 +516,21 @@ async fn cancel(
 /// `GET /console/api/events`: `event: changed` whenever the console's memory changed
 /// (at most every refresh, plus each followed task's changes), until the gateway drains.
 fn events(state: &Arc<State>, console: &Console) -> Response<ResBody> {
+    let max = console.config.max_streams;
+    let Some(slot) = StreamSlot::take(&console.streams, max) else {
+        return api::error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!(
+                "this gateway serves at most {max} open console pages \
+                 (MCPT_CONSOLE_MAX_STREAMS); close some, then reload"
+            ),
+        );
+    };
     let mut changes = console.view.changes();
     let end = state.streams_end.clone();
     let (tx, rx) = mpsc::channel::<Bytes>(4);
     tokio::spawn(async move {
+        let _slot = slot;
         if tx
             .send(Bytes::from_static(b"retry: 3000\n\n"))
             .await
@@ -450,6 +572,25 @@ async fn signin(state: &State, console: &Console, req: Request<Incoming>) -> Res
             if !same_origin(req.uri(), req.headers(), &state.config.allowed_origins) {
                 return api::error(StatusCode::FORBIDDEN, "Origin missing or not this server");
             }
+            if let Some(peer) = req.extensions().get::<crate::conn::Peer>()
+                && let Err(wait) = console
+                    .attempts
+                    .admit(peer.0.ip(), std::time::Instant::now())
+            {
+                tracing::info!("console: sign-in refused: too many attempts from one address");
+                let mut res = api::error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    &format!(
+                        "too many sign-in attempts from this address ({} a minute); try again in {} s",
+                        signin_limit::ATTEMPTS,
+                        wait.as_secs().max(1)
+                    ),
+                );
+                if let Ok(v) = HeaderValue::from_str(&wait.as_secs().max(1).to_string()) {
+                    res.headers_mut().insert(header::RETRY_AFTER, v);
+                }
+                return res;
+            }
             let secure = over_tls(req.headers());
             let body = match Limited::new(req.into_body(), MAX_FORM_BYTES)
                 .collect()
@@ -474,7 +615,9 @@ async fn signin(state: &State, console: &Console, req: Request<Incoming>) -> Res
                     let who = logged(&p);
                     tracing::info!(console.owner = %who, "console: {who} signed in");
                     let mut res = see_other("/console/");
-                    if let Ok(v) = HeaderValue::from_str(&console.sessions.start(&p, secure)) {
+                    let credential = state.auth.credential_of(&token);
+                    let cookie = console.sessions.start(&p, credential, secure);
+                    if let Ok(v) = HeaderValue::from_str(&cookie) {
                         res.headers_mut().insert(header::SET_COOKIE, v);
                     }
                     res

@@ -8,6 +8,8 @@ use mcp_tasks_protocol::time::now_millis;
 use mcp_tasks_store::console::TaskDetail;
 
 use super::api::{self, Filter};
+use super::chart;
+use super::rates::Quantiles;
 use super::view::{Fleet, Known, View};
 
 /// The stylesheet, served as `/console/static/console.css`.
@@ -62,21 +64,44 @@ fn layout(title: &str, principal: Option<&str>, main: Markup) -> Markup {
     }
 }
 
+/// A run time in ms, as `age` writes it; `-` when nothing was measured.
+fn run_time(q: Option<Quantiles>, pick: fn(&Quantiles) -> f64) -> String {
+    q.map_or_else(|| "-".to_owned(), |q| age(pick(&q).round() as i64))
+}
+
+/// A rate per second, with one decimal below 10.
+fn per_second(r: f64) -> String {
+    if r < 10.0 {
+        format!("{r:.1}")
+    } else {
+        format!("{r:.0}")
+    }
+}
+
 /// The overview's live part.
-pub(crate) fn overview_main(fleet: &Fleet, scale: u64) -> Markup {
+pub(crate) fn overview_main(view: &View, fleet: &Fleet, scale: u64) -> Markup {
+    let now = now_millis();
+    let points = view.rate_points(now);
+    let rate_top = chart::rate_scale(&points);
+    let totals = view.rate_totals();
+    let all = view.run_time(None);
     html! {
         main data-live="" {
             h1 { "Overview" }
             @if let Some(e) = &fleet.error { p.error role="alert" { "Refresh failed: " (e) } }
-            p.muted { "Refreshed " (age(now_millis() - fleet.refreshed_ms)) " ago" }
+            p.muted { "As of " (time(fleet.refreshed_ms)) " (read every 2 s; the page redraws when something changes)" }
             h2 { "Queues" }
             @if fleet.queues.is_empty() { p { "No queues yet (no worker has started)." } } @else {
                 table aria-label="Queues" {
-                    thead { tr { th { "Queue" } th { "Depth" } th { "Lag" } th { "Pending (running)" } th { "Oldest waiting" } th { "Consumers" } } }
-                    tbody { @for q in &fleet.queues { tr {
-                        td { (q.name) } td.n { (q.length) } td.n { (q.lag) } td.n { (q.pending) }
-                        td.n { (q.oldest_waiting_ms.map_or_else(|| "-".to_owned(), age)) } td.n { (q.consumers) }
-                    } } }
+                    thead { tr { th { "Queue" } th { "Depth" } th { "Lag" } th { "Pending (running)" } th { "Oldest waiting" } th { "Consumers" } th { "Run time p50" } th { "Run time p99" } } }
+                    tbody { @for q in &fleet.queues {
+                        @let rt = view.run_time(Some(&q.name));
+                        tr {
+                            td { (q.name) } td.n { (q.length) } td.n { (q.lag) } td.n { (q.pending) }
+                            td.n { (q.oldest_waiting_ms.map_or_else(|| "-".to_owned(), age)) } td.n { (q.consumers) }
+                            td.n { (run_time(rt, |q| q.p50_ms)) } td.n { (run_time(rt, |q| q.p99_ms)) }
+                        }
+                    } }
                 }
             }
             h2 { "Jobs over the last 15 minutes" }
@@ -88,6 +113,22 @@ pub(crate) fn overview_main(fleet: &Fleet, scale: u64) -> Markup {
                     " · all queues · scale 0 to " (scale) " · now at the right"
                 }
             }
+            h2 { "Tasks per second over the last 15 minutes" }
+            figure.chart {
+                img src={ "/console/chart/rates.svg?at=" (fleet.refreshed_ms) } width="720" height="160"
+                    alt="Tasks created, completed, failed and cancelled per second, all queues, over the last 15 minutes";
+                figcaption {
+                    span.created { "━ created" } " " span.completed { "━ completed" } " "
+                    span.failed { "━ failed" } " " span.cancelled { "━ cancelled" }
+                    " · all queues · per second, 10 s points · scale 0 to " (per_second(rate_top)) "/s · now at the right"
+                }
+            }
+            p id="totals" {
+                "Last 15 minutes: " (totals.created) " created, " (totals.completed) " completed, "
+                (totals.failed) " failed, " (totals.cancelled) " cancelled; run time (call to end) p50 "
+                (run_time(all, |q| q.p50_ms)) ", p99 " (run_time(all, |q| q.p99_ms)) "."
+            }
+            p.muted { "Counted by each gateway and worker and written every 5 s; a process' counts from before this console's first read are not shown." }
             h2 { "Workers" }
             @if fleet.workers.is_empty() { p { "No live workers." } } @else {
                 table aria-label="Workers" {
@@ -113,8 +154,8 @@ pub(crate) fn overview_main(fleet: &Fleet, scale: u64) -> Markup {
 }
 
 /// `GET /console/`.
-pub(crate) fn overview(fleet: &Fleet, scale: u64, principal: Option<&str>) -> Markup {
-    layout("Overview", principal, overview_main(fleet, scale))
+pub(crate) fn overview(view: &View, fleet: &Fleet, scale: u64, principal: Option<&str>) -> Markup {
+    layout("Overview", principal, overview_main(view, fleet, scale))
 }
 
 /// The task list's live part.
@@ -143,7 +184,7 @@ pub(crate) fn tasks_main(view: &View, filter: &Filter) -> Markup {
                     tbody { @for k in &rows {
                         @let (st, msg) = api::status_of(k);
                         tr data-task=(k.record.id) {
-                            td { a href={ "/console/tasks/" (k.record.id) } { code { (k.record.id) } } }
+                            td { a href=(api::task_path(&k.record.id, &k.record.owner, "")) { code { (k.record.id) } } }
                             td { span class={ "status " (st) } { (st) } }
                             td { (msg.unwrap_or_default()) }
                             td { (k.record.tool) } td { (k.queue) }
@@ -190,7 +231,7 @@ pub(crate) fn task_main(k: &Known) -> Markup {
                 @if r.cancel_requested && !r.is_terminal() { dt { "Cancel" } dd { "requested" } }
             }
             @if !r.is_terminal() {
-                form method="post" action={ "/console/tasks/" (r.id) "/cancel" } {
+                form method="post" action=(api::task_path(&r.id, &r.owner, "/cancel")) {
                     button type="submit" { "Cancel" }
                 }
             }

@@ -1,18 +1,25 @@
 //! What the console shows, kept in this gateway's memory: the queues, workers and tools as
 //! of the last refresh, and the tasks it has seen.
 //!
-//! One refresher per gateway (not per open page) reads the queues every [`REFRESH`]
-//! (per queue stream `XLEN`, `XINFO GROUPS`, `XRANGE … COUNT 1`, `XREVRANGE … COUNT 100`,
-//! `XINFO CONSUMERS`; plus `SMEMBERS` and `HGETALL mcpt:tools` twice per refresh), reads
-//! each task it had not seen once (`HGETALL`), and from then on follows the unfinished ones
-//! through the gateway's event hub (one subscription per task, shared with MCP listeners),
-//! so a task's changes reach open pages without another read. Pages and the JSON API read
-//! this memory only; every open page is told of a change by [`View::changes`].
+//! One refresher per gateway (not per open page) reads every [`REFRESH`]: the processes'
+//! tallies (`HGETALL mcpt:tallies`, see `rates.rs`), and per queue stream `XLEN`,
+//! `XINFO GROUPS`, `XRANGE … COUNT 1` while jobs wait, the entries added since its last read
+//! (`XRANGE (LAST + COUNT 100`, whole entries: a stream cannot return some fields only) and
+//! `XINFO CONSUMERS`; plus `SMEMBERS` and `HGETALL mcpt:tools` twice. It reads each task it
+//! had not seen once (`HGETALL`), and from then on follows the unfinished ones through the
+//! gateway's event hub (one subscription per task, shared with MCP listeners), so a task's
+//! changes reach open pages without another read. Pages and the JSON API read this memory
+//! only; open pages are told by [`View::changes`] when something they show changed (not
+//! when only ages moved).
 //!
-//! Recent tasks are those a refresh found in a queue stream (a job's entry lives from its
-//! creation to its end) and remembered after: a task that is created and ends between two
-//! refreshes, or before this gateway started, is not listed. TODO-scalability: a gateway
-//! remembers [`MAX_TASKS`]; replicas each keep their own.
+//! A task is seen when its creating gateway names it in its tally (every task created in
+//! the last minute, the newest 200 per gateway) or when its job's entry is read from a
+//! queue stream (an entry lives from creation to the task's end): every replica lists the
+//! tasks every gateway created, short ones included, unless a gateway creates more than
+//! 200 in the 5 s between its tally writes and they also end before a refresh. A task a
+//! gateway never listed (older, or forgotten) is read by id when the request names its
+//! owner digest (`?owner=`, as the console's links do). TODO-scalability: a gateway
+//! remembers [`MAX_TASKS`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
@@ -26,6 +33,8 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::rates::{Counts, Point, Quantiles, Rates};
+
 /// How often the refresher reads the queues.
 pub(crate) const REFRESH: Duration = Duration::from_secs(2);
 /// Entries read from the end of each queue stream per refresh.
@@ -36,7 +45,7 @@ pub(crate) const MAX_TASKS: usize = 1000;
 const REFRESH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One queue as of the last refresh.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct QueueRow {
     pub(crate) name: String,
     pub(crate) length: u64,
@@ -48,7 +57,7 @@ pub(crate) struct QueueRow {
 }
 
 /// One worker (a consumer of one or more queues' groups).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct WorkerRow {
     pub(crate) name: String,
     pub(crate) queues: Vec<String>,
@@ -61,7 +70,7 @@ pub(crate) struct WorkerRow {
 }
 
 /// One advertised tool.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ToolRow {
     pub(crate) name: String,
     pub(crate) queue: String,
@@ -71,7 +80,8 @@ pub(crate) struct ToolRow {
     pub(crate) stale: bool,
 }
 
-/// A task the console has seen.
+/// A task the console has seen: a summary (status, message, tool, owner, times; no
+/// result, error, input requests or answers, which a task's page reads from Redis).
 #[derive(Debug, Clone)]
 pub(crate) struct Known {
     pub(crate) record: Arc<TaskRecord>,
@@ -79,7 +89,7 @@ pub(crate) struct Known {
 }
 
 /// The queues, workers and tools of the last refresh.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub(crate) struct Fleet {
     pub(crate) queues: Vec<QueueRow>,
     pub(crate) workers: Vec<WorkerRow>,
@@ -110,6 +120,8 @@ struct Inner {
     tasks: HashMap<String, Known>,
     /// The last [`HISTORY`] refreshes, oldest first: kept in this process, no Redis write.
     history: std::collections::VecDeque<Sample>,
+    /// Tasks per second and run times, from every process' tally.
+    rates: Rates,
 }
 
 /// The console's memory, shared by the refresher and every request.
@@ -157,6 +169,21 @@ impl View {
         self.read().history.iter().copied().collect()
     }
 
+    /// Per-second rates over the last 15 minutes, oldest first.
+    pub(crate) fn rate_points(&self, now_ms: i64) -> Vec<Point> {
+        self.read().rates.points(now_ms)
+    }
+
+    /// Tasks counted over the last 15 minutes.
+    pub(crate) fn rate_totals(&self) -> Counts {
+        self.read().rates.totals()
+    }
+
+    /// Run-time quantiles over the last 15 minutes, of one queue or all.
+    pub(crate) fn run_time(&self, queue: Option<&str>) -> Option<Quantiles> {
+        self.read().rates.quantiles(queue)
+    }
+
     /// One remembered task.
     pub(crate) fn task(&self, id: &str) -> Option<Known> {
         self.read().tasks.get(id).cloned()
@@ -178,35 +205,55 @@ impl View {
         out
     }
 
-    /// Record a task's state unless what is remembered is newer; whether it changed.
-    fn remember(&self, record: TaskRecord, queue: Option<&str>) -> bool {
-        let mut inner = self.write();
-        match inner.tasks.get_mut(&record.id) {
-            Some(known) if known.record.version >= record.version => false,
-            Some(known) => {
-                known.record = Arc::new(record);
-                true
+    /// Record a task's summary unless what is remembered is newer, and stop following the
+    /// tasks forgotten to make room; whether it changed.
+    fn remember(&self, record: TaskRecord, queue: Option<&str>, watches: &mut Watches) -> bool {
+        let record = summary(record);
+        let forgotten = {
+            let mut inner = self.write();
+            match inner.tasks.get_mut(&record.id) {
+                Some(known) if known.record.version >= record.version => return false,
+                Some(known) => {
+                    known.record = Arc::new(record);
+                    return true;
+                }
+                None => {
+                    let id = record.id.clone();
+                    inner.tasks.insert(
+                        id,
+                        Known {
+                            record: Arc::new(record),
+                            queue: queue.unwrap_or_default().to_owned(),
+                        },
+                    );
+                    forget_oldest(&mut inner.tasks)
+                }
             }
-            None => {
-                let id = record.id.clone();
-                inner.tasks.insert(
-                    id,
-                    Known {
-                        record: Arc::new(record),
-                        queue: queue.unwrap_or_default().to_owned(),
-                    },
-                );
-                forget_oldest(&mut inner.tasks);
-                true
-            }
+        };
+        for id in &forgotten {
+            watches.remove(id);
         }
+        true
     }
 }
 
-/// Keep at most [`MAX_TASKS`]: finished tasks go first, oldest first.
-fn forget_oldest(tasks: &mut HashMap<String, Known>) {
+/// What the console keeps of a task: the record without its payloads (result, error,
+/// input requests, answers), which can be large and which only a task's page shows.
+pub(crate) fn summary(record: TaskRecord) -> TaskRecord {
+    TaskRecord {
+        result: None,
+        error: None,
+        inputs: Default::default(),
+        answers: Default::default(),
+        ..record
+    }
+}
+
+/// Keep at most [`MAX_TASKS`]: finished tasks go first, oldest first. Returns the ids
+/// forgotten (their watches are to be dropped).
+fn forget_oldest(tasks: &mut HashMap<String, Known>) -> Vec<String> {
     if tasks.len() <= MAX_TASKS {
-        return;
+        return Vec::new();
     }
     let mut order: Vec<(bool, i64, String)> = tasks
         .values()
@@ -219,9 +266,16 @@ fn forget_oldest(tasks: &mut HashMap<String, Known>) {
         })
         .collect();
     order.sort();
-    for (_, _, id) in order.into_iter().take(tasks.len() - MAX_TASKS) {
-        tasks.remove(&id);
+    let excess = tasks.len() - MAX_TASKS;
+    let forgotten: Vec<String> = order
+        .into_iter()
+        .take(excess)
+        .map(|(_, _, id)| id)
+        .collect();
+    for id in &forgotten {
+        tasks.remove(id);
     }
+    forgotten
 }
 
 /// The refresher: reads the queues every [`REFRESH`] and follows the unfinished tasks it
@@ -241,22 +295,33 @@ pub(crate) async fn refresher(
     };
     let mut tick = tokio::time::interval(REFRESH);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut cursors = HashMap::new();
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
             _ = tick.tick() => {
-                let refreshed =
-                    tokio::time::timeout(REFRESH_TIMEOUT, refresh(&view, &store, &mut watches)).await;
-                let error = match refreshed {
-                    Ok(Ok(())) => None,
-                    Ok(Err(e)) => Some(format!("redis unavailable: {}", mcp_tasks_shared::error_chain(&e))),
-                    Err(_) => Some("redis did not answer within 10 s".to_owned()),
+                let refreshed = tokio::time::timeout(
+                    REFRESH_TIMEOUT,
+                    refresh(&view, &store, &mut watches, &mut cursors),
+                )
+                .await;
+                let (changed, error) = match refreshed {
+                    Ok(Ok(changed)) => (changed, None),
+                    Ok(Err(e)) => (false, Some(format!("redis unavailable: {}", mcp_tasks_shared::error_chain(&e)))),
+                    Err(_) => (false, Some("redis did not answer within 10 s".to_owned())),
                 };
                 if let Some(why) = &error {
                     tracing::warn!(error = %why, "console: refresh failed");
                 }
-                view.write().fleet.error = error;
-                view.bump();
+                let error_changed = {
+                    let mut inner = view.write();
+                    let was = std::mem::replace(&mut inner.fleet.error, error);
+                    was != inner.fleet.error
+                };
+                // Open pages redraw only when what they show changed.
+                if changed || error_changed {
+                    view.bump();
+                }
             }
             event = watches.recv() => match event {
                 None => return,
@@ -264,7 +329,7 @@ pub(crate) async fn refresher(
                     if record.is_terminal() {
                         watches.remove(&task);
                     }
-                    if view.remember((*record).clone(), None) {
+                    if view.remember((*record).clone(), None, &mut watches) {
                         view.bump();
                     }
                 }
@@ -287,7 +352,7 @@ async fn reread(view: &View, store: &Store, watches: &mut Watches, task: &str) {
             if record.is_terminal() {
                 watches.remove(task);
             }
-            if view.remember(record, None) {
+            if view.remember(record, None, watches) {
                 view.bump();
             }
         }
@@ -296,15 +361,51 @@ async fn reread(view: &View, store: &Store, watches: &mut Watches, task: &str) {
     }
 }
 
-/// One refresh: the queues, their consumers and tools; the tasks not seen before.
-async fn refresh(view: &View, store: &Store, watches: &mut Watches) -> Result<(), StoreError> {
+/// What an open page shows of a fleet, without the ages that move on every refresh: two
+/// refreshes with the same shape need no redraw.
+fn shape(fleet: &Fleet) -> Fleet {
+    let mut f = fleet.clone();
+    f.refreshed_ms = 0;
+    f.error = None;
+    for q in &mut f.queues {
+        q.oldest_waiting_ms = None;
+    }
+    for w in &mut f.workers {
+        w.idle_ms = 0;
+    }
+    for t in &mut f.tools {
+        t.heartbeat_age_ms = 0;
+    }
+    f
+}
+
+/// One refresh: the processes' tallies, the queues, their consumers and tools; the tasks
+/// not seen before (named by a tally or new in a queue stream since `cursors`). Whether
+/// anything an open page shows changed (a job waiting counts: its age moves).
+async fn refresh(
+    view: &View,
+    store: &Store,
+    watches: &mut Watches,
+    cursors: &mut HashMap<String, String>,
+) -> Result<bool, StoreError> {
     let now = now_millis();
+    let tallies = store.tallies().await?;
+    // Tasks every gateway created lately, whether or not they still have a stream entry.
+    let mut new_tasks: BTreeMap<String, (String, String)> = tallies
+        .iter()
+        .flat_map(|(_, t)| &t.recent)
+        .filter(|c| view.task(&c.task).is_none())
+        .map(|c| (c.task.clone(), (c.owner.clone(), c.queue.clone())))
+        .collect();
+    let (mut changed, stale) = view.write().rates.absorb(tallies, now);
+    store.forget_tallies(&stale).await?;
     let adverts = store.adverts().await?;
     let mut queues = Vec::new();
     let mut workers: BTreeMap<String, WorkerRow> = BTreeMap::new();
-    let mut new_jobs = Vec::new();
     for name in store.queue_names().await? {
-        let q = store.console_queue(&name, RECENT_PER_STREAM).await?;
+        let q = store
+            .console_queue(&name, cursors, RECENT_PER_STREAM)
+            .await?;
         let consumers = store.queue_consumers(&name).await?;
         let tools: BTreeSet<String> = adverts
             .iter()
@@ -332,12 +433,11 @@ async fn refresh(view: &View, store: &Store, watches: &mut Watches) -> Result<()
             oldest_waiting_ms: q.oldest_waiting_ms.map(|t| (now - t).max(0)),
             consumers: consumers.len(),
         });
-        new_jobs.extend(
-            q.recent
-                .into_iter()
-                .filter(|j| view.task(&j.task_id).is_none())
-                .map(|j| (j, name.clone())),
-        );
+        for j in q.recent {
+            if view.task(&j.task_id).is_none() {
+                new_tasks.insert(j.task_id, (j.owner, name.clone()));
+            }
+        }
     }
     let mut tools: Vec<ToolRow> = adverts
         .iter()
@@ -363,31 +463,131 @@ async fn refresh(view: &View, store: &Store, watches: &mut Watches) -> Result<()
             waiting: queues.iter().map(|q| q.lag).sum(),
             running: queues.iter().map(|q| q.pending).sum(),
         });
-        inner.fleet = Fleet {
+        let fleet = Fleet {
             queues,
             workers: workers.into_values().collect(),
             tools,
             refreshed_ms: now_millis(),
-            error: None,
+            error: inner.fleet.error.clone(),
         };
+        changed |= shape(&fleet) != shape(&inner.fleet)
+            || fleet.queues.iter().any(|q| q.oldest_waiting_ms.is_some());
+        inner.fleet = fleet;
     }
     // Follow first, then read: no change between the read and the subscription is lost.
-    let ids: Vec<String> = new_jobs.iter().map(|(j, _)| j.task_id.clone()).collect();
+    let ids: Vec<String> = new_tasks.keys().cloned().collect();
     watches.add(&ids).await?;
-    let reads = new_jobs
+    let reads = new_tasks
         .iter()
-        .map(|(j, _)| store.get_task(&j.task_id, &j.owner));
+        .map(|(id, (owner, _))| store.get_task(id, owner));
     let records = futures_util::future::join_all(reads).await;
-    for ((job, queue), record) in new_jobs.iter().zip(records) {
+    for ((id, (_, queue)), record) in new_tasks.iter().zip(records) {
         match record? {
             Some(record) => {
                 if record.is_terminal() {
-                    watches.remove(&job.task_id);
+                    watches.remove(id);
                 }
-                view.remember(record, Some(queue));
+                changed |= view.remember(record, Some(queue), watches);
             }
-            None => watches.remove(&job.task_id),
+            None => watches.remove(id),
         }
     }
-    Ok(())
+    Ok(changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcp_tasks_protocol::tasks::TaskStatus;
+
+    fn known(id: &str, created_ms: i64, status: TaskStatus) -> (String, Known) {
+        let record = TaskRecord {
+            id: id.to_owned(),
+            status: Some(status),
+            created_ms,
+            ..TaskRecord::default()
+        };
+        (
+            id.to_owned(),
+            Known {
+                record: Arc::new(record),
+                queue: "default".to_owned(),
+            },
+        )
+    }
+
+    /// Past [`MAX_TASKS`], finished tasks are forgotten first, oldest first, and the ids
+    /// forgotten are returned so that their watches are dropped too.
+    #[test]
+    fn forgetting_names_the_tasks_forgotten() {
+        let mut tasks: HashMap<String, Known> = (0..MAX_TASKS as i64)
+            .map(|i| known(&format!("w{i}"), i, TaskStatus::Working))
+            .collect();
+        assert!(forget_oldest(&mut tasks).is_empty());
+        tasks.extend([
+            known("done-new", 5_000, TaskStatus::Completed),
+            known("done-old", 4_000, TaskStatus::Completed),
+        ]);
+        assert_eq!(forget_oldest(&mut tasks), ["done-old", "done-new"]);
+        tasks.insert(
+            "w-new".to_owned(),
+            known("w-new", 9_000, TaskStatus::Working).1,
+        );
+        assert_eq!(
+            forget_oldest(&mut tasks),
+            ["w0"],
+            "then the oldest unfinished"
+        );
+        assert_eq!(tasks.len(), MAX_TASKS);
+    }
+
+    /// Remembered tasks keep no payloads: a 1 MB result costs the console nothing.
+    #[test]
+    fn summaries_leave_payloads_out() {
+        let full = TaskRecord {
+            id: "t".to_owned(),
+            status: Some(TaskStatus::Completed),
+            message: Some("done".to_owned()),
+            result: Some("x".repeat(1 << 20)),
+            error: Some("{}".to_owned()),
+            inputs: [("k".to_owned(), "{}".to_owned())].into(),
+            answers: [("k".to_owned(), "{}".to_owned())].into(),
+            ..TaskRecord::default()
+        };
+        let s = summary(full.clone());
+        assert_eq!((s.result, s.error), (None, None));
+        assert!(s.inputs.is_empty() && s.answers.is_empty());
+        assert_eq!(
+            (s.id, s.status, s.message),
+            (full.id, full.status, full.message)
+        );
+    }
+
+    /// An idle refresh (ages moved, nothing else) has the same shape: open pages are not
+    /// told; a job more in a queue is a change.
+    #[test]
+    fn ages_alone_are_no_change() {
+        let fleet = |idle_ms, length| Fleet {
+            queues: vec![QueueRow {
+                name: "default".to_owned(),
+                length,
+                lag: 0,
+                pending: length,
+                oldest_waiting_ms: None,
+                consumers: 1,
+            }],
+            workers: vec![WorkerRow {
+                name: "w".to_owned(),
+                queues: vec!["default".to_owned()],
+                tools: vec!["sleep".to_owned()],
+                slots_in_use: length,
+                idle_ms,
+            }],
+            tools: Vec::new(),
+            refreshed_ms: idle_ms as i64,
+            error: None,
+        };
+        assert_eq!(shape(&fleet(10, 0)), shape(&fleet(2_010, 0)));
+        assert_ne!(shape(&fleet(10, 0)), shape(&fleet(10, 1)));
+    }
 }

@@ -18,11 +18,17 @@ pub const ENV_CONSOLE_SECRET: &str = "MCPT_CONSOLE_SECRET";
 /// (e.g. `https://jaeger.example/trace/{trace_id}`).
 pub const ENV_CONSOLE_TRACE_URL: &str = "MCPT_CONSOLE_TRACE_URL";
 
+/// Most console event streams (open console pages) one gateway serves at once; past it a
+/// page gets 503 and a message.
+pub const ENV_CONSOLE_MAX_STREAMS: &str = "MCPT_CONSOLE_MAX_STREAMS";
+/// Default of [`ENV_CONSOLE_MAX_STREAMS`].
+pub const DEFAULT_CONSOLE_MAX_STREAMS: usize = 256;
+
 /// Shortest accepted `MCPT_CONSOLE_SECRET`.
 pub const MIN_CONSOLE_SECRET_LEN: usize = 32;
 
 /// Console settings. `Debug` leaves the secret out.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ConsoleConfig {
     /// `MCPT_CONSOLE`, default off.
     pub enabled: bool,
@@ -32,6 +38,20 @@ pub struct ConsoleConfig {
     pub secret: Option<String>,
     /// `MCPT_CONSOLE_TRACE_URL`, default no link.
     pub trace_url: Option<String>,
+    /// `MCPT_CONSOLE_MAX_STREAMS`, default [`DEFAULT_CONSOLE_MAX_STREAMS`].
+    pub max_streams: usize,
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        ConsoleConfig {
+            enabled: false,
+            principals: Vec::new(),
+            secret: None,
+            trace_url: None,
+            max_streams: DEFAULT_CONSOLE_MAX_STREAMS,
+        }
+    }
 }
 
 impl std::fmt::Debug for ConsoleConfig {
@@ -41,6 +61,7 @@ impl std::fmt::Debug for ConsoleConfig {
             .field("principals", &self.principals)
             .field("secret", &self.secret.as_ref().map(|_| "(set)"))
             .field("trace_url", &self.trace_url)
+            .field("max_streams", &self.max_streams)
             .finish()
     }
 }
@@ -84,6 +105,13 @@ impl ConsoleConfig {
                     .then(|| Some(s.to_owned()))
                 },
             )?,
+            max_streams: parsed(
+                src,
+                ENV_CONSOLE_MAX_STREAMS,
+                DEFAULT_CONSOLE_MAX_STREAMS,
+                "a whole number from 1 to 100000",
+                |s| s.parse().ok().filter(|n| (1..=100_000).contains(n)),
+            )?,
         })
     }
 }
@@ -122,6 +150,8 @@ mod tests {
             (ENV_CONSOLE_SECRET, "short"),
             (ENV_CONSOLE_TRACE_URL, "https://t.example/no-placeholder"),
             (ENV_CONSOLE_TRACE_URL, "javascript:{trace_id}"),
+            (ENV_CONSOLE_MAX_STREAMS, "0"),
+            (ENV_CONSOLE_MAX_STREAMS, "many"),
         ] {
             let e = read(&[bad]).expect_err("refused");
             assert_eq!(e.var, bad.0);

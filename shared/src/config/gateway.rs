@@ -272,6 +272,19 @@ impl GatewayConfig {
                  MCPT_CONSOLE_PRINCIPALS, or listen on a loopback address"
             ));
         }
+        // With authentication only listed principals get in: an empty list is a console
+        // nobody can open, most likely a forgotten setting.
+        if self.console.enabled
+            && self.auth.mode != AuthMode::None
+            && self.console.principals.is_empty()
+        {
+            return Err(
+                "refusing to serve the console (MCPT_CONSOLE=on) with authentication and an \
+                 empty MCPT_CONSOLE_PRINCIPALS: nobody could sign in; list the principals \
+                 allowed in (comma-separated), or set MCPT_CONSOLE=off"
+                    .to_owned(),
+            );
+        }
         Ok(())
     }
 }

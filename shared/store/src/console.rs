@@ -1,14 +1,16 @@
 //! What the operator's console reads: one queue's depth, its oldest waiting job and the
-//! newest entries of its stream (each names its task and owner), in a bounded number of
-//! commands per stream, whatever the queue's length.
+//! entries added to its stream since the last read (each names its task and owner), in a
+//! bounded number of commands per stream, whatever the queue's length.
 //!
 //! The console keeps no index of its own in Redis: the queue streams already hold every
 //! queued and running job with its task id and owner (an entry is deleted when its task
 //! ends), so "recent tasks" costs the hot path nothing. The gateway's console remembers
 //! what it saw (`gateway/src/console`).
 
+use std::collections::HashMap;
+
 use redis::AsyncCommands as _;
-use redis::streams::{StreamInfoGroupsReply, StreamRangeReply};
+use redis::streams::StreamRangeReply;
 
 use crate::{QueueDepth, Store, StoreResult, TaskRecord, keys};
 
@@ -33,7 +35,7 @@ pub struct QueueView {
     pub depth: QueueDepth,
     /// When the oldest job not yet delivered to a worker was enqueued (ms since the epoch).
     pub oldest_waiting_ms: Option<i64>,
-    /// The newest entries, newest first (at most `recent` per stream).
+    /// The entries added since the last read, newest first.
     pub recent: Vec<QueuedJob>,
 }
 
@@ -76,45 +78,35 @@ fn jobs(reply: StreamRangeReply) -> Vec<QueuedJob> {
 }
 
 impl Store {
-    /// `queue`'s depth, oldest waiting job and newest `recent` entries (capped at
-    /// [`MAX_RECENT_PER_STREAM`]): per stream `XLEN`, `XINFO GROUPS`, `XRANGE … COUNT 1`
-    /// and `XREVRANGE … COUNT recent`.
+    /// `queue`'s depth, its oldest waiting job, and the entries added to its streams since
+    /// the last call: per stream `XLEN` and `XINFO GROUPS` (as [`Store::queue_depth`]),
+    /// `XRANGE … COUNT 1` while jobs wait, and `XRANGE (CURSOR + COUNT count` from the last
+    /// entry seen (`cursors`, per stream, updated here; a stream read for the first time
+    /// gives its newest `count` entries with `XREVRANGE`). `count` is capped at
+    /// [`MAX_RECENT_PER_STREAM`]; more new entries than that are read by the next calls.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn console_queue(&self, queue: &str, recent: usize) -> StoreResult<QueueView> {
-        let recent = recent.clamp(1, MAX_RECENT_PER_STREAM);
+    pub async fn console_queue(
+        &self,
+        queue: &str,
+        cursors: &mut HashMap<String, String>,
+        count: usize,
+    ) -> StoreResult<QueueView> {
+        let count = count.clamp(1, MAX_RECENT_PER_STREAM);
         let mut view = QueueView::default();
         for key in self.layout.queue_streams(queue) {
             let mut con = self.con.clone();
-            let length: u64 = con.xlen(&key).await?;
-            if length == 0 {
+            let (depth, last_delivered) = self.stream_depth(&key).await?;
+            view.depth.length += depth.length;
+            view.depth.pending += depth.pending;
+            view.depth.lag += depth.lag;
+            if depth.length == 0 {
                 continue;
             }
-            let groups: redis::RedisResult<StreamInfoGroupsReply> = con.xinfo_groups(&key).await;
-            let group = match groups {
-                Ok(reply) => reply.groups.into_iter().find(|g| g.name == keys::GROUP),
-                Err(e)
-                    if e.kind()
-                        == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
-                {
-                    None
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let pending = group.as_ref().map_or(0, |g| g.pending as u64);
-            let lag = group
-                .as_ref()
-                .and_then(|g| g.lag)
-                .map_or(length.saturating_sub(pending), |l| l as u64);
-            view.depth.length += length;
-            view.depth.pending += pending;
-            view.depth.lag += lag;
-            if lag > 0 {
+            if depth.lag > 0 {
                 // The first entry after the group's last delivered one waits longest.
-                let start = group
-                    .as_ref()
-                    .map_or_else(|| "-".to_owned(), |g| format!("({}", g.last_delivered_id));
+                let start = last_delivered.map_or_else(|| "-".to_owned(), |id| format!("({id}"));
                 let first: StreamRangeReply = con.xrange_count(&key, start, "+", 1).await?;
                 if let Some(e) = first.ids.first() {
                     let ms = entry_ms(&e.id);
@@ -122,8 +114,22 @@ impl Store {
                         Some(view.oldest_waiting_ms.map_or(ms, |o: i64| o.min(ms)));
                 }
             }
-            let newest: StreamRangeReply = con.xrevrange_count(&key, "+", "-", recent).await?;
-            view.recent.extend(jobs(newest));
+            let read: StreamRangeReply = match cursors.get(&key) {
+                Some(last) => {
+                    con.xrange_count(&key, format!("({last}"), "+", count)
+                        .await?
+                }
+                None => {
+                    let mut newest: StreamRangeReply =
+                        con.xrevrange_count(&key, "+", "-", count).await?;
+                    newest.ids.reverse();
+                    newest
+                }
+            };
+            if let Some(last) = read.ids.last() {
+                cursors.insert(key.clone(), last.id.clone());
+            }
+            view.recent.extend(jobs(read));
         }
         view.recent
             .sort_by_key(|j| std::cmp::Reverse(j.enqueued_ms));

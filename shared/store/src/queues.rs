@@ -91,7 +91,7 @@ impl Store {
         };
         // One stream standalone; in a cluster the sum over the queue's shard streams.
         for key in self.layout.queue_streams(queue) {
-            let depth = self.stream_depth(&key).await?;
+            let (depth, _) = self.stream_depth(&key).await?;
             total.length += depth.length;
             total.lag += depth.lag;
             total.pending += depth.pending;
@@ -99,7 +99,12 @@ impl Store {
         Ok(total)
     }
 
-    async fn stream_depth(&self, key: &str) -> StoreResult<QueueDepth> {
+    /// One stream's depth (`XLEN`, `XINFO GROUPS`), and the id of the last entry delivered
+    /// to the group (`None` before the group exists).
+    pub(crate) async fn stream_depth(
+        &self,
+        key: &str,
+    ) -> StoreResult<(QueueDepth, Option<String>)> {
         let mut con = self.con.clone();
         let length: u64 = con.xlen(key).await?;
         let groups: redis::RedisResult<redis::streams::StreamInfoGroupsReply> =
@@ -119,10 +124,13 @@ impl Store {
             .as_ref()
             .and_then(|g| g.lag)
             .map_or(length.saturating_sub(pending), |l| l as u64);
-        Ok(QueueDepth {
-            length,
-            lag,
-            pending,
-        })
+        Ok((
+            QueueDepth {
+                length,
+                lag,
+                pending,
+            },
+            group.map(|g| g.last_delivered_id),
+        ))
     }
 }

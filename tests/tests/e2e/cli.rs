@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use mcp_tasks_tests::{TestContext, binary, temp_dir};
+use mcp_tasks_tests::{TestContext, binary, poll_until, temp_dir};
 use serde_json::Value;
 
 /// What one run of the CLI produced.
@@ -108,7 +108,8 @@ fn url_env(ctx: &TestContext) -> [(&'static str, String); 1] {
 /// stdin (answered, and cancelled at end of input), and both kinds of failure.
 #[tokio::test]
 async fn call_prints_results_progress_and_errors() -> Result<()> {
-    let ctx = TestContext::start(1, 1).await?;
+    // The console on: `tools` reads each tool's task support there.
+    let ctx = TestContext::start_with(1, 1, &[("MCPT_CONSOLE", "on".to_owned())]).await?;
     let env = url_env(&ctx);
 
     let out = cli(&["call", "echo", "--args", r#"{"text":"hi"}"#], &env, None)?;
@@ -243,8 +244,15 @@ async fn call_prints_results_progress_and_errors() -> Result<()> {
         assert!(!out.stderr.contains("tool error"), "{out:?}");
     }
 
-    // `tools` lists each tool with its task support and arguments.
-    let out = cli(&["tools", "--redis", &ctx.redis.url()], &env, None)?;
+    // `tools` lists each tool with its task support (from the console) and arguments.
+    let out = poll_until(Duration::from_secs(20), || async {
+        let out = cli(&["tools"], &env, None)?;
+        if out.stdout.contains(" ? ") {
+            bail!("the console has not refreshed yet: {out:?}");
+        }
+        Ok(out)
+    })
+    .await?;
     assert_eq!(out.code, Some(0), "{out:?}");
     let row = |name: &str| {
         out.stdout

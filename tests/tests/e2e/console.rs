@@ -15,7 +15,7 @@ use http_body_util::BodyExt as _;
 use mcp_tasks_tests::jwt::TestIssuer;
 use mcp_tasks_tests::{
     ALICE_TOKEN, BOB_TOKEN, Client, Gateway, Process, RedisCluster, RedisServer, TwoTokens, Worker,
-    binary, repo_root,
+    binary, poll_until, repo_root,
 };
 use serde_json::{Value, json};
 
@@ -54,24 +54,6 @@ async fn send(
     })
 }
 
-/// Try `f` until it succeeds, or fail with its last error after `within`.
-async fn poll<T, F, Fut>(within: Duration, mut f: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T>>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        match f().await {
-            Ok(v) => return Ok(v),
-            Err(e) if tokio::time::Instant::now() > deadline => {
-                return Err(e.context(format!("not true within {within:?}")));
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
-}
-
 async fn get(client: &Client, path: &str) -> Result<Answer> {
     send(client, "GET", path, &[], "").await
 }
@@ -104,7 +86,7 @@ async fn console_api_lists_a_running_task_and_cancels_it() -> Result<()> {
     let id = client
         .start_task("sleep", json!({"ms": 60_000, "steps": 1}))
         .await?;
-    let listed = poll(WITHIN, || async {
+    let listed = poll_until(WITHIN, || async {
         let tasks = get(&client, "/console/api/tasks?tool=sleep")
             .await?
             .json()?;
@@ -117,7 +99,7 @@ async fn console_api_lists_a_running_task_and_cancels_it() -> Result<()> {
     assert_eq!(listed["queue"], "default", "{listed}");
     assert_eq!(listed["owner"], "anonymous", "{listed}");
 
-    let queues = poll(WITHIN, || async {
+    let queues = poll_until(WITHIN, || async {
         let q = get(&client, "/console/api/queues").await?.json()?;
         let default = q["queues"]
             .as_array()
@@ -140,7 +122,7 @@ async fn console_api_lists_a_running_task_and_cancels_it() -> Result<()> {
         "{workers}"
     );
 
-    let detail = poll(WITHIN, || async {
+    let detail = poll_until(WITHIN, || async {
         let d = get(&client, &format!("/console/api/tasks/{id}"))
             .await?
             .json()?;
@@ -180,7 +162,7 @@ async fn console_api_lists_a_running_task_and_cancels_it() -> Result<()> {
     assert_eq!(console_status(&client, &id).await?, "working");
     let a = send(&client, "POST", &cancel, &[("origin", &origin)], "").await?;
     assert_eq!(a.status, 200, "{}", a.text);
-    poll(WITHIN, || async {
+    poll_until(WITHIN, || async {
         match console_status(&client, &id).await?.as_str() {
             "cancelled" => Ok(()),
             other => bail!("still {other}"),
@@ -214,6 +196,179 @@ async fn console_api_lists_a_running_task_and_cancels_it() -> Result<()> {
     Ok(())
 }
 
+/// Issue 15 §1, §3: the overview's rates and run times come from the processes' tallies
+/// (no Redis write per task): tasks created, completed, failed and cancelled over the last
+/// 15 minutes add up to what was done, the run-time quantiles cover every ended task, per
+/// queue and in all, and the rate chart draws its four lines.
+#[tokio::test]
+async fn console_counts_tasks_per_second_and_run_times() -> Result<()> {
+    let redis = RedisServer::start()?;
+    let gateway = Gateway::start(&redis.url(), &console_env())?;
+    let _worker = Worker::start(&redis.url(), &[])?;
+    let client = gateway.client();
+    client.wait_for_tools(&["sleep", "fail"], WITHIN).await?;
+
+    for _ in 0..3 {
+        let id = client.start_task("sleep", json!({"ms": 0})).await?;
+        client.wait_status(&id, "completed", WITHIN).await?;
+    }
+    let id = client
+        .start_task("fail", json!({"mode": "protocol", "message": "on purpose"}))
+        .await?;
+    client.wait_status(&id, "failed", WITHIN).await?;
+    let id = client.start_task("sleep", json!({"ms": 60_000})).await?;
+    client.cancel(&id).await?;
+    client.wait_status(&id, "cancelled", WITHIN).await?;
+
+    let want = json!({"created": 5, "completed": 3, "failed": 1, "cancelled": 1});
+    let queues = poll_until(WITHIN, || async {
+        let q = get(&client, "/console/api/queues").await?.json()?;
+        if q["last_15m"]["counts"] != want {
+            bail!("not all counted yet: {}", q["last_15m"]);
+        }
+        Ok(q)
+    })
+    .await?;
+    let all = &queues["last_15m"]["run_time"];
+    assert!(all["count"].as_u64() >= Some(4), "{all}");
+    assert!(all["p50_ms"].as_f64() > Some(0.0), "{all}");
+    assert!(all["p99_ms"].as_f64() >= all["p50_ms"].as_f64(), "{all}");
+    assert_eq!(
+        queues["queues"][0]["run_time"], *all,
+        "one queue: the same figures"
+    );
+    let per_second = queues["last_15m"]["per_second"]
+        .as_array()
+        .context("per_second")?;
+    assert_eq!(per_second.len(), 90, "a point per 10 s over 15 minutes");
+
+    let page = get(&client, "/console/").await?;
+    assert!(
+        page.text
+            .contains("5 created, 3 completed, 1 failed, 1 cancelled"),
+        "{}",
+        page.text
+    );
+    let chart = get(&client, "/console/chart/rates.svg").await?;
+    assert_eq!(chart.status, 200);
+    assert_eq!(chart.headers["content-type"], "image/svg+xml");
+    assert_eq!(chart.text.matches("<polyline").count(), 4, "{}", chart.text);
+    Ok(())
+}
+
+/// Issue 15 §1: every replica's console lists every task, even one that ends before any
+/// refresh finds it in its queue stream (the creating gateway names it in its tally), and
+/// a task page or Cancel works on a replica that has not listed the task when the request
+/// names the owner digest, as the console's links do; without it, the 404 says so.
+#[tokio::test]
+async fn console_replicas_see_short_tasks_and_find_tasks_by_owner() -> Result<()> {
+    let redis = RedisServer::start()?;
+    let a = Gateway::start(&redis.url(), &console_env())?;
+    let b = Gateway::start(&redis.url(), &console_env())?;
+    let _worker = Worker::start(&redis.url(), &[])?;
+    let (client_a, client_b) = (a.client(), b.client());
+    client_a.wait_for_tool("sleep").await?;
+
+    let short = client_a.start_task("sleep", json!({"ms": 0})).await?;
+    client_a.wait_status(&short, "completed", WITHIN).await?;
+    poll_until(WITHIN, || async {
+        match console_status(&client_b, &short).await?.as_str() {
+            "completed" => Ok(()),
+            other => bail!("replica b shows {other}"),
+        }
+    })
+    .await?;
+    // The console remembers a summary; the task's page and API read the result from Redis.
+    let detail = get(&client_b, &format!("/console/api/tasks/{short}"))
+        .await?
+        .json()?;
+    let text = detail["result"]["content"][0]["text"]
+        .as_str()
+        .with_context(|| format!("a result text: {detail}"))?;
+    let fragment = get(&client_b, &format!("/console/tasks/{short}?fragment=1")).await?;
+    assert!(fragment.text.contains(text), "{text}: {}", fragment.text);
+
+    let origin = format!("http://{}", b.addr);
+    for attempt in 0.. {
+        let id = client_a
+            .start_task("sleep", json!({"ms": 60_000, "steps": 1}))
+            .await?;
+        let by_owner = get(
+            &client_b,
+            &format!("/console/api/tasks/{id}?owner=anonymous"),
+        )
+        .await?;
+        let bare = get(&client_b, &format!("/console/api/tasks/{id}")).await?;
+        if bare.status != 404 {
+            // Replica b listed it meanwhile: try again with a newer task.
+            assert!(attempt < 5, "replica b always lists the task at once");
+            continue;
+        }
+        assert!(
+            bare.json()?["error"]
+                .as_str()
+                .unwrap_or("")
+                .contains("?owner="),
+            "{}",
+            bare.text
+        );
+        assert_eq!(by_owner.status, 200, "{}", by_owner.text);
+        assert_eq!(by_owner.json()?["id"], id.as_str());
+        let wrong = get(
+            &client_b,
+            &format!("/console/api/tasks/{id}?owner=someone-else"),
+        )
+        .await?;
+        assert_eq!(wrong.status, 404, "{}", wrong.text);
+        let cancel = format!("/console/api/tasks/{id}/cancel?owner=anonymous");
+        let c = send(&client_b, "POST", &cancel, &[("origin", &origin)], "").await?;
+        assert_eq!(c.status, 200, "{}", c.text);
+        client_a.wait_status(&id, "cancelled", WITHIN).await?;
+        break;
+    }
+    Ok(())
+}
+
+/// Issue 15 §1 (Live): the event stream tells open pages of changes only: an idle fleet
+/// (refreshed every 2 s, only ages moving) sends no `changed` event; a new task does.
+#[tokio::test]
+async fn console_events_signal_real_changes_only() -> Result<()> {
+    let redis = RedisServer::start()?;
+    let gateway = Gateway::start(&redis.url(), &console_env())?;
+    let _worker = Worker::start(&redis.url(), &[])?;
+    let client = gateway.client();
+    client.wait_for_tool("sleep").await?;
+    // Settled: one task ran (the queue, its group and the worker's consumer exist), and
+    // both processes' tallies counted it.
+    let id = client.start_task("sleep", json!({"ms": 0})).await?;
+    client.wait_status(&id, "completed", WITHIN).await?;
+    poll_until(WITHIN, || async {
+        let q = get(&client, "/console/api/queues").await?.json()?;
+        let counts = &q["last_15m"]["counts"];
+        if counts["created"] != 1 || counts["completed"] != 1 {
+            bail!("not counted yet: {counts}");
+        }
+        Ok(())
+    })
+    .await?;
+    let res = client
+        .send_raw("GET", "/console/api/events", &[], Bytes::new())
+        .await?;
+    assert_eq!(res.status(), 200);
+    let mut events = mcp_tasks_tests::SseStream::from_response(res);
+    // Over two refreshes and a heartbeat, nothing an open page shows changes.
+    let idle = events.next(Duration::from_secs(5)).await;
+    assert_eq!(idle, None, "an idle console signalled a change");
+    client
+        .start_task("sleep", json!({"ms": 60_000, "steps": 1}))
+        .await?;
+    assert!(
+        events.next(WITHIN).await.is_some(),
+        "a new task is a change"
+    );
+    Ok(())
+}
+
 /// Issue 15 §4: against a Redis Cluster (8 shards over 3 masters) the console reads every
 /// shard stream: the task shows in the list and its queue's depth, and Cancel ends it.
 #[tokio::test]
@@ -229,7 +384,7 @@ async fn console_reads_a_redis_cluster() -> Result<()> {
     let id = client
         .start_task("sleep", json!({"ms": 60_000, "steps": 1}))
         .await?;
-    poll(WITHIN, || async {
+    poll_until(WITHIN, || async {
         let d = get(&client, &format!("/console/api/tasks/{id}"))
             .await?
             .json()?;
@@ -245,7 +400,7 @@ async fn console_reads_a_redis_cluster() -> Result<()> {
     let cancel = format!("/console/api/tasks/{id}/cancel");
     let a = send(&client, "POST", &cancel, &[("origin", &origin)], "").await?;
     assert_eq!(a.status, 200, "{}", a.text);
-    poll(WITHIN, || async {
+    poll_until(WITHIN, || async {
         match console_status(&client, &id).await?.as_str() {
             "cancelled" => Ok(()),
             other => bail!("still {other}"),
@@ -368,6 +523,103 @@ async fn console_admits_only_its_principals() -> Result<()> {
     Ok(())
 }
 
+/// Issue 15 §2: a session ends with the token it was started with: once the token file no
+/// longer holds that token (the principal keeps another one), the cookie opens nothing.
+#[tokio::test]
+async fn console_session_ends_when_its_token_is_revoked() -> Result<()> {
+    let tokens = TwoTokens::new()?;
+    let redis = RedisServer::start()?;
+    let mut env = tokens.env();
+    env.extend(console_env());
+    env.push(("MCPT_CONSOLE_PRINCIPALS", "alice".to_owned()));
+    let gateway = Gateway::start(&redis.url(), &env)?;
+    let client = gateway.client();
+    let origin = format!("http://{}", gateway.addr);
+    let form = [
+        ("content-type", "application/x-www-form-urlencoded"),
+        ("origin", origin.as_str()),
+    ];
+    let a = send(
+        &client,
+        "POST",
+        "/console/signin",
+        &form,
+        &format!("token={ALICE_TOKEN}"),
+    )
+    .await?;
+    assert_eq!(a.status, 303, "{}", a.text);
+    let cookie = a.headers["set-cookie"]
+        .to_str()?
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .to_owned();
+    let with_cookie = [("cookie", cookie.as_str())];
+    let page = || send(&client, "GET", "/console/", &with_cookie, "");
+    assert_eq!(page().await?.status, 200);
+    std::fs::write(
+        tokens.file(),
+        format!("alice alice-second-token-0123456789abcdef\nbob {BOB_TOKEN}\n"),
+    )?;
+    poll_until(WITHIN, || async {
+        match page().await?.status {
+            404 => Ok(()),
+            other => bail!("the session still opens the console: {other}"),
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+/// Issue 15 §2: sign-in attempts are limited per client address: past 10 a minute the
+/// answer is 429 with a message and `Retry-After`, whatever the token.
+#[tokio::test]
+async fn console_limits_sign_in_attempts() -> Result<()> {
+    let tokens = TwoTokens::new()?;
+    let redis = RedisServer::start()?;
+    let mut env = tokens.env();
+    env.extend(console_env());
+    env.push(("MCPT_CONSOLE_PRINCIPALS", "alice".to_owned()));
+    let gateway = Gateway::start(&redis.url(), &env)?;
+    let client = gateway.client();
+    let origin = format!("http://{}", gateway.addr);
+    let form = [
+        ("content-type", "application/x-www-form-urlencoded"),
+        ("origin", origin.as_str()),
+    ];
+    for _ in 0..10 {
+        let a = send(
+            &client,
+            "POST",
+            "/console/signin",
+            &form,
+            "token=guess-0123456789",
+        )
+        .await?;
+        assert_eq!(a.status, 403, "{}", a.text);
+    }
+    let a = send(
+        &client,
+        "POST",
+        "/console/signin",
+        &form,
+        &format!("token={ALICE_TOKEN}"),
+    )
+    .await?;
+    assert_eq!(a.status, 429, "{}", a.text);
+    assert!(
+        a.json()?["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("too many sign-in attempts"),
+        "{}",
+        a.text
+    );
+    assert!(a.headers.contains_key("retry-after"));
+    assert!(!a.headers.contains_key("set-cookie"));
+    Ok(())
+}
+
 /// Issue 15 §2: with JWTs, sign-in takes a JWT whose subject is a console principal; an
 /// expired one, or one for another subject, is refused without a cookie.
 #[tokio::test]
@@ -420,12 +672,14 @@ async fn console_signs_in_with_a_jwt() -> Result<()> {
     )
     .await?;
     assert_eq!(a.status, 303, "{}", a.text);
-    let cookie = a.headers["set-cookie"]
-        .to_str()?
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .to_owned();
+    let set = a.headers["set-cookie"].to_str()?;
+    let max_age: u64 = set
+        .split("; ")
+        .find_map(|a| a.strip_prefix("Max-Age="))
+        .context("Max-Age")?
+        .parse()?;
+    assert!(max_age <= 600, "a session ends with its JWT: {set}");
+    let cookie = set.split(';').next().unwrap_or("").to_owned();
     let page = send(&client, "GET", "/console/tasks", &[("cookie", &cookie)], "").await?;
     assert_eq!(page.status, 200);
     assert!(
@@ -449,6 +703,53 @@ async fn console_refuses_non_loopback_without_auth() -> Result<()> {
     let (mut process, _) = Process::spawn("mcp-tasks-gateway", &env)?;
     let line = process.usage_error()?;
     assert!(line.contains("refusing to serve the console"), "{line}");
+    Ok(())
+}
+
+/// Issue 15 §2: with authentication and no `MCPT_CONSOLE_PRINCIPALS` nobody could sign
+/// in: the gateway refuses to start, with one line saying what to set.
+#[tokio::test]
+async fn console_refuses_authentication_without_principals() -> Result<()> {
+    let tokens = TwoTokens::new()?;
+    let mut env = tokens.env();
+    env.push(("MCPT_REDIS_URL", "redis://127.0.0.1:1".to_owned()));
+    env.push(("MCPT_LISTEN_ADDR", "127.0.0.1:0".to_owned()));
+    env.push(("MCPT_CONSOLE", "on".to_owned()));
+    let (mut process, _) = Process::spawn("mcp-tasks-gateway", &env)?;
+    let line = process.usage_error()?;
+    assert!(line.contains("empty MCPT_CONSOLE_PRINCIPALS"), "{line}");
+    Ok(())
+}
+
+/// Issue 15 §1 (Live), cost: a gateway serves at most `MCPT_CONSOLE_MAX_STREAMS` console
+/// event streams; one more gets 503 with a message, and a closed one frees its place.
+#[tokio::test]
+async fn console_caps_open_event_streams() -> Result<()> {
+    let redis = RedisServer::start()?;
+    let mut env = console_env();
+    env.push(("MCPT_CONSOLE_MAX_STREAMS", "2".to_owned()));
+    let gateway = Gateway::start(&redis.url(), &env)?;
+    let client = gateway.client();
+    let open = || client.send_raw("GET", "/console/api/events", &[], Bytes::new());
+    let first = open().await?;
+    let second = open().await?;
+    assert_eq!(
+        (first.status().as_u16(), second.status().as_u16()),
+        (200, 200)
+    );
+    let third = open().await?;
+    assert_eq!(third.status(), 503);
+    let text = String::from_utf8_lossy(&third.into_body().collect().await?.to_bytes()).into_owned();
+    assert!(text.contains("MCPT_CONSOLE_MAX_STREAMS"), "{text}");
+    drop(first);
+    poll_until(WITHIN, || async {
+        let again = open().await?;
+        if again.status() != 200 {
+            bail!("still {}", again.status());
+        }
+        Ok(())
+    })
+    .await?;
     Ok(())
 }
 
@@ -495,7 +796,7 @@ async fn cli_reads_the_console_with_url_and_token() -> Result<()> {
         .await?;
     let url = gateway.url();
     let as_alice = [("MCPT_TOKEN", ALICE_TOKEN)];
-    let out = poll(WITHIN, || async {
+    let out = poll_until(WITHIN, || async {
         let out = cli(&["tasks", "--url", &url, "--status", "working"], &as_alice)?;
         if !out.1.contains(&id) {
             bail!("not listed yet: {out:?}");

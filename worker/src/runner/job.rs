@@ -519,10 +519,11 @@ fn record_finish(d: &Delivery, finish: &Finish) {
     let attrs = metrics::finish_attrs(tool, status);
     let m = metrics::get();
     m.tasks_finished.add(1, &attrs);
-    if let Some(created) = entry_millis(&d.entry) {
-        let seconds = (now_millis() - created).max(0) as f64 / 1000.0;
-        m.task_duration.record(seconds, &attrs);
+    let run_ms = entry_millis(&d.entry).map(|created| (now_millis() - created).max(0) as u64);
+    if let Some(ms) = run_ms {
+        m.task_duration.record(ms as f64 / 1000.0, &attrs);
     }
+    mcp_tasks_shared::tally::finished(status, &d.queue, run_ms);
 }
 
 /// Counts a job as running while alive.

@@ -126,13 +126,12 @@ pub(crate) enum Command {
     },
     /// The tools: name, whether they run as tasks, arguments
     ///
-    /// The list comes from the gateway (tools/list); whether a tool runs as a task from the
-    /// workers' advertisements in Redis (shown as ? when Redis cannot be read).
+    /// The list comes from the gateway (tools/list); whether a tool runs as a task from its
+    /// console (shown as ? when the console is off, or MCPT_TOKEN is not a console
+    /// principal's).
     Tools {
         #[command(flatten)]
         endpoint: Endpoint,
-        #[command(flatten)]
-        redis: RedisUrl,
         #[command(flatten)]
         up: UpData,
     },
@@ -451,15 +450,7 @@ async fn execute(command: Command) -> Result<(), Fail> {
     };
     match command {
         Command::Up { .. } => Err(Fail::usage("`up` runs on its own")),
-        Command::Tools {
-            endpoint,
-            redis: o,
-            up,
-        } => {
-            let t = targets(endpoint.url, o.redis, up, env)?;
-            let client = client::Client::new(&t.url).map_err(Fail::usage)?;
-            tools::tools(&client, &t.redis).await
-        }
+        Command::Tools { endpoint, up } => tools::tools(&client(endpoint, up)?).await,
         Command::Queues {
             endpoint,
             redis: o,

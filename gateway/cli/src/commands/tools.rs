@@ -3,8 +3,9 @@
 //!
 //! The list is the gateway's `tools/list` (what this caller may call). The 2026-07-28
 //! listing carries no task support (base-protocol §8.3), so that column comes from the
-//! workers' advertisements in Redis (the policy the gateway applies); `?` when Redis cannot
-//! be read.
+//! gateway's console (`/console/api/workers`: the policy the gateway applies, from the
+//! workers' advertisements); `?` when the console is off or the caller is not one of its
+//! principals. No Redis address is needed.
 
 use std::collections::HashMap;
 
@@ -16,7 +17,7 @@ use super::client::{Caps, Client};
 use super::ops;
 
 /// `tools`.
-pub(crate) async fn tools(client: &Client, redis_url: &str) -> Result<(), Fail> {
+pub(crate) async fn tools(client: &Client) -> Result<(), Fail> {
     let caps = Caps {
         tasks: true,
         elicitation: true,
@@ -38,7 +39,7 @@ pub(crate) async fn tools(client: &Client, redis_url: &str) -> Result<(), Fail> 
         println!("no tools (no live worker serves this gateway)");
         return Ok(());
     }
-    let policies = policies(redis_url).await;
+    let policies = policies(client).await;
     let rows: Vec<Vec<String>> = listed
         .iter()
         .map(|tool| {
@@ -55,17 +56,22 @@ pub(crate) async fn tools(client: &Client, redis_url: &str) -> Result<(), Fail> 
     Ok(())
 }
 
-/// Each advertised tool's policy; `None` when Redis cannot be read.
-async fn policies(redis_url: &str) -> Option<HashMap<String, Policy>> {
-    let store = ops::connect(redis_url).await.ok()?;
-    let adverts = tokio::time::timeout(ops::TIMEOUT, store.adverts())
+/// Each advertised tool's policy, from the gateway's console; `None` when it cannot be
+/// read.
+async fn policies(client: &Client) -> Option<HashMap<String, Policy>> {
+    let body = tokio::time::timeout(ops::TIMEOUT, client.console_get("/console/api/workers"))
         .await
         .ok()?
         .ok()?;
     Some(
-        adverts
-            .into_iter()
-            .map(|a| (a.tool.name, a.policy))
+        body["tools"]
+            .as_array()?
+            .iter()
+            .filter_map(|t| {
+                let name = t["name"].as_str()?.to_owned();
+                let policy = serde_json::from_value(t["policy"].clone()).ok()?;
+                Some((name, policy))
+            })
             .collect(),
     )
 }

@@ -94,11 +94,16 @@ fn unset(name: &str) -> bool {
 fn configure() -> Result<Setup, Failed> {
     let mut gateway = GatewayConfig::from_env().map_err(Failed::usage)?;
     let mut worker = WorkerConfig::from_env().map_err(Failed::usage)?;
-    // The console is on unless MCPT_CONSOLE says otherwise, where it is allowed: loopback,
-    // or behind authentication (the gateway refuses it anywhere else).
+    // The console is on unless MCPT_CONSOLE says otherwise, where it is allowed: loopback
+    // without authentication, or behind authentication with MCPT_CONSOLE_PRINCIPALS (the
+    // gateway refuses it anywhere else).
+    let authenticated = gateway.auth.mode != mcp_tasks_shared::config::AuthMode::None;
     if unset(mcp_tasks_shared::config::ENV_CONSOLE)
-        && (gateway.listen_addr.ip().is_loopback()
-            || gateway.auth.mode != mcp_tasks_shared::config::AuthMode::None)
+        && if authenticated {
+            !gateway.console.principals.is_empty()
+        } else {
+            gateway.listen_addr.ip().is_loopback()
+        }
     {
         gateway.console.enabled = true;
     }
