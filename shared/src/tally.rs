@@ -109,7 +109,12 @@ pub async fn publish(store: Store, process: String, stop: CancellationToken) {
         });
         if due {
             match store.publish_tally(&process, &now).await {
-                Ok(()) => last = Some(now),
+                Ok(dropped) => {
+                    if dropped > 0 {
+                        tracing::debug!(dropped, "tallies of processes gone dropped");
+                    }
+                    last = Some(now);
+                }
                 Err(e) => tracing::debug!(error = %e, "tally not written"),
             }
         }

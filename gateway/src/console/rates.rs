@@ -100,22 +100,19 @@ pub(crate) struct Rates {
 }
 
 impl Rates {
-    /// Take in a read of every process' snapshot at `now_ms`. Returns whether anything new
-    /// was counted, and the processes whose snapshots are stale (to remove from Redis).
-    pub(crate) fn absorb(
-        &mut self,
-        tallies: Vec<(String, Tally)>,
-        now_ms: i64,
-    ) -> (bool, Vec<String>) {
+    /// Take in a read of every process' snapshot at `now_ms`; whether anything new was
+    /// counted. Stale snapshots are left out (their writers are gone; the live ones drop
+    /// them from Redis, `Store::publish_tally`). A process missing from one read (a Redis
+    /// that restarted empty, say) is remembered until it is stale, so when it shows up
+    /// again only what it counted since is new.
+    pub(crate) fn absorb(&mut self, tallies: Vec<(String, Tally)>, now_ms: i64) -> bool {
         let mut changed = false;
-        let mut stale = Vec::new();
-        let mut present = HashMap::with_capacity(tallies.len());
         for (process, tally) in tallies {
             if now_ms - tally.at_ms > TALLY_STALE_MS {
-                stale.push(process);
                 continue;
             }
             let before = self.seen.get(&process);
+            let newer = before.is_none_or(|b| tally.at_ms > b.at_ms);
             let new = match before {
                 Some(b) if tally.at_ms <= b.at_ms => None,
                 Some(b) => Some(delta(&tally, b)),
@@ -127,10 +124,12 @@ impl Rates {
             {
                 changed |= self.add(tally.at_ms, counts, run_time, now_ms);
             }
-            present.insert(process, tally);
+            if newer {
+                self.seen.insert(process, tally);
+            }
         }
-        // Processes gone from the hash (another console removed them) are forgotten too.
-        self.seen = present;
+        self.seen
+            .retain(|_, t| now_ms - t.at_ms <= TALLY_STALE_MS + WINDOW_MS);
         self.started = true;
         while self
             .bins
@@ -140,7 +139,7 @@ impl Rates {
             self.bins.pop_front();
             changed = true;
         }
-        (changed, stale)
+        changed
     }
 
     fn add(
@@ -301,10 +300,10 @@ mod tests {
     fn rates_are_differences_between_snapshots() {
         let t0 = 1_000_000_000;
         let mut r = Rates::default();
-        let (changed, _) = r.absorb(vec![("gw".into(), tally(t0, 100, 0, &[]))], t0);
+        let changed = r.absorb(vec![("gw".into(), tally(t0, 100, 0, &[]))], t0);
         assert!(!changed, "a baseline counts nothing");
         assert_eq!(r.totals(), Counts::default());
-        let (changed, _) = r.absorb(
+        let changed = r.absorb(
             vec![
                 ("gw".into(), tally(t0 + 5_000, 130, 0, &[])),
                 ("w1".into(), tally(t0 + 5_000, 0, 20, &[40; 20])),
@@ -319,7 +318,7 @@ mod tests {
             "a new process counts from its start"
         );
         // The same snapshots again: nothing new.
-        let (changed, _) = r.absorb(
+        let changed = r.absorb(
             vec![
                 ("gw".into(), tally(t0 + 5_000, 130, 0, &[])),
                 ("w1".into(), tally(t0 + 5_000, 0, 20, &[40; 20])),
@@ -327,15 +326,34 @@ mod tests {
             t0 + 8_000,
         );
         assert!(!changed);
+        // A read without the gateway (Redis restarted empty), then the gateway again: only
+        // what it counted since is new, not its whole life.
+        r.absorb(
+            vec![("w1".into(), tally(t0 + 5_000, 0, 20, &[40; 20]))],
+            t0 + 9_000,
+        );
+        r.absorb(
+            vec![
+                ("gw".into(), tally(t0 + 10_000, 131, 0, &[])),
+                ("w1".into(), tally(t0 + 5_000, 0, 20, &[40; 20])),
+            ],
+            t0 + 11_000,
+        );
+        assert_eq!(
+            r.totals().created,
+            31,
+            "a process back after a gap is not new"
+        );
         let points = r.points(t0 + 20_000);
         assert_eq!(points.len(), (WINDOW_MS / BIN_MS) as usize);
-        assert!((points.iter().map(|p| p.created).sum::<f64>() - 3.0).abs() < 1e-9);
-        // A stale process is reported for removal and counts nothing.
-        let (_, stale) = r.absorb(
+        assert!((points.iter().map(|p| p.created).sum::<f64>() - 3.1).abs() < 1e-9);
+        // A stale process counts nothing.
+        let changed = r.absorb(
             vec![("old".into(), tally(t0, 1, 1, &[]))],
             t0 + TALLY_STALE_MS + 1,
         );
-        assert_eq!(stale, ["old"]);
+        assert!(!changed);
+        assert_eq!(r.totals().created, 31);
         // Past the window, everything is gone.
         r.absorb(Vec::new(), t0 + WINDOW_MS + 20_000);
         assert_eq!(r.totals(), Counts::default());

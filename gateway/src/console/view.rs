@@ -2,7 +2,7 @@
 //! of the last refresh, and the tasks it has seen.
 //!
 //! One refresher per gateway (not per open page) reads every [`REFRESH`]: the processes'
-//! tallies (`HGETALL mcpt:tallies`, see `rates.rs`), and per queue stream `XLEN`,
+//! tallies (`HGETALL mcpt:{tallies}`, see `rates.rs`), and per queue stream `XLEN`,
 //! `XINFO GROUPS`, `XRANGE … COUNT 1` while jobs wait, the entries added since its last read
 //! (`XRANGE (LAST + COUNT 100`, whole entries: a stream cannot return some fields only) and
 //! `XINFO CONSUMERS`; plus `SMEMBERS` and `HGETALL mcpt:tools` twice. It reads each task it
@@ -326,10 +326,13 @@ pub(crate) async fn refresher(
             event = watches.recv() => match event {
                 None => return,
                 Some((task, TaskEvent::Changed(record))) => {
-                    if record.is_terminal() {
+                    if record.is_terminal() || view.task(&task).is_none() {
                         watches.remove(&task);
                     }
-                    if view.remember((*record).clone(), None, &mut watches) {
+                    // A late event of a task forgotten meanwhile does not bring it back.
+                    if view.task(&task).is_some()
+                        && view.remember((*record).clone(), None, &mut watches)
+                    {
                         view.bump();
                     }
                 }
@@ -397,8 +400,7 @@ async fn refresh(
         .filter(|c| view.task(&c.task).is_none())
         .map(|c| (c.task.clone(), (c.owner.clone(), c.queue.clone())))
         .collect();
-    let (mut changed, stale) = view.write().rates.absorb(tallies, now);
-    store.forget_tallies(&stale).await?;
+    let mut changed = view.write().rates.absorb(tallies, now);
     let adverts = store.adverts().await?;
     let mut queues = Vec::new();
     let mut workers: BTreeMap<String, WorkerRow> = BTreeMap::new();
@@ -481,18 +483,28 @@ async fn refresh(
         .iter()
         .map(|(id, (owner, _))| store.get_task(id, owner));
     let records = futures_util::future::join_all(reads).await;
+    let mut failed = None;
     for ((id, (_, queue)), record) in new_tasks.iter().zip(records) {
-        match record? {
-            Some(record) => {
+        match record {
+            Ok(Some(record)) => {
                 if record.is_terminal() {
                     watches.remove(id);
                 }
                 changed |= view.remember(record, Some(queue), watches);
             }
-            None => watches.remove(id),
+            Ok(None) => watches.remove(id),
+            // Not followed unread; a creator's tally names it for a minute, so a later
+            // refresh reads it again.
+            Err(e) => {
+                watches.remove(id);
+                failed.get_or_insert(e);
+            }
         }
     }
-    Ok(changed)
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(changed),
+    }
 }
 
 #[cfg(test)]

@@ -110,9 +110,13 @@ pub fn forwarded_key(gateway: &str) -> String {
 pub const UPSTREAMS_KEY: &str = "mcpt:upstreams";
 /// `mcpt:tools` — hash of tool advertisements (tool name → JSON), written by live workers.
 pub const TOOLS_KEY: &str = "mcpt:tools";
-/// `mcpt:tallies` — hash of per-process counters (process id → [`crate::tally::Tally`]
+/// `mcpt:{tallies}` — hash of per-process counters (process id → [`crate::tally::Tally`]
 /// JSON) for the console's charts, written by every gateway and worker every few seconds.
-pub const TALLIES_KEY: &str = "mcpt:tallies";
+pub const TALLIES_KEY: &str = "mcpt:{tallies}";
+/// `mcpt:{tallies}:at` — sorted set of the same processes by their last write (Redis' clock,
+/// ms), by which the writers drop the tallies of processes gone. One hash tag with
+/// [`TALLIES_KEY`], so one script touches both in a cluster.
+pub const TALLIES_AT_KEY: &str = "mcpt:{tallies}:at";
 /// `mcpt:queues` — set of every queue a worker has served (added by its start), so
 /// operators can list queues without scanning the key space.
 pub const QUEUES_KEY: &str = "mcpt:queues";

@@ -6,7 +6,8 @@
 //! | `mcpt:queue:{NAME}` | stream, group `workers` | `task` id, `job` JSON (tool, arguments, capabilities, MRTR answers, trace context) | create script; XACK + XDEL by start/finish scripts | entries deleted once done |
 //! | `mcpt:events:{ID}` | channel | the whole task hash as a flat JSON array, after each change | scripts | — |
 //! | `mcpt:tools` | hash | tool name → [`registry::ToolAdvert`] JSON | workers' heartbeats | stale after 15 s |
-//! | `mcpt:tallies` | hash | process id → [`tally::Tally`] JSON (counts and run-time buckets since the process started) | every gateway and worker, at most every 5 s | removed by consoles 5 min after the last write |
+//! | `mcpt:{tallies}` | hash | process id → [`tally::Tally`] JSON (counts and run-time buckets since the process started) | every gateway and worker, at most every 5 s | dropped by the next writer 5 min after the process' last write |
+//! | `mcpt:{tallies}:at` | sorted set | process id → its last write (ms, Redis' clock) | the same script | with its tally |
 //! | `mcpt:queues` | set | every queue name a worker has served | worker start | — |
 //! | `mcpt:upstreams` | hash | `[[upstream]]` name → [`forward::UpstreamAdvert`] JSON (prompts, resources) | workers' heartbeats | stale after 15 s |
 //! | `mcpt:strikes` | hash | strike id (`TOOL` or `TOOL ARG=VALUE`) → [`strikes::Strike`] JSON | `mcp-tasks strike` / `restore` | — |

@@ -28,6 +28,7 @@ pub(crate) struct Scripts {
     pub(crate) retry: Script,
     pub(crate) due: Script,
     pub(crate) acquire: Script,
+    pub(crate) tally: Script,
     pub(crate) park: Script,
     pub(crate) rate: Script,
     /// Redis Cluster only: the owner's limits, before `create` (another slot).
@@ -62,6 +63,7 @@ impl Scripts {
             retry: script(include_str!("scripts/retry.lua")),
             due: script(include_str!("scripts/due.lua")),
             acquire: script(include_str!("scripts/acquire.lua")),
+            tally: Script::new(include_str!("scripts/tally.lua")),
             park: script(include_str!("scripts/park.lua")),
             rate: script(include_str!("scripts/rate.lua")),
             limits: script(include_str!("scripts/limits.lua")),

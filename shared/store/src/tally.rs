@@ -69,18 +69,28 @@ pub fn run_time_bucket(ms: u64) -> usize {
 }
 
 impl Store {
-    /// Write `process`' snapshot (`HSET mcpt:tallies`): one command.
+    /// Write `process`' snapshot, and drop those of processes that stopped writing
+    /// [`TALLY_STALE_MS`] ago (one script, `tally.lua`). Returns how many were dropped.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn publish_tally(&self, process: &str, tally: &Tally) -> StoreResult<()> {
+    pub async fn publish_tally(&self, process: &str, tally: &Tally) -> StoreResult<usize> {
         let json = serde_json::to_string(tally).unwrap_or_default();
         let mut con = self.con.clone();
-        let _: () = con.hset(keys::TALLIES_KEY, process, json).await?;
-        Ok(())
+        let dropped: usize = self
+            .scripts
+            .tally
+            .key(keys::TALLIES_KEY)
+            .key(keys::TALLIES_AT_KEY)
+            .arg(process)
+            .arg(json)
+            .arg(TALLY_STALE_MS)
+            .invoke_async(&mut con)
+            .await?;
+        Ok(dropped)
     }
 
-    /// Every process' snapshot (`HGETALL mcpt:tallies`), stale ones included; entries that
+    /// Every process' snapshot (`HGETALL mcpt:{tallies}`), stale ones included; entries that
     /// do not parse are left out.
     ///
     /// # Errors
@@ -92,19 +102,6 @@ impl Store {
             .into_iter()
             .filter_map(|(p, v)| Some((p, serde_json::from_str(&v).ok()?)))
             .collect())
-    }
-
-    /// Remove the snapshots of processes gone (`HDEL`).
-    ///
-    /// # Errors
-    /// Redis unavailable.
-    pub async fn forget_tallies(&self, processes: &[String]) -> StoreResult<()> {
-        if processes.is_empty() {
-            return Ok(());
-        }
-        let mut con = self.con.clone();
-        let _: () = con.hdel(keys::TALLIES_KEY, processes).await?;
-        Ok(())
     }
 }
 
