@@ -274,7 +274,20 @@ impl Runner {
 
     /// Run a delivered (or reclaimed) job in its own task, holding its claim meanwhile; or,
     /// when its tool is struck, hold it (off the stream until restored) and free the slot.
+    /// A job this worker still runs is left to that run first: holding it would take its
+    /// entry off the stream under the running call.
     fn dispatch(self: &Arc<Self>, d: Delivery, permit: OwnedSemaphorePermit) {
+        let parked = Arc::new(AtomicBool::new(false));
+        let (stream, entry) = (d.stream.clone(), d.entry.clone());
+        if !self.claims.hold(
+            &stream,
+            &entry,
+            &self.store.task_key(&d.task_id, &d.owner),
+            parked.clone(),
+        ) {
+            tracing::debug!(task.id = %d.task_id, "reclaimed a job this worker still runs; keeping the run");
+            return;
+        }
         if let Ok(job) = &d.job
             && let Some(strike) = self.strikes.matching(&job.tool, &job.args)
         {
@@ -289,9 +302,9 @@ impl Runner {
                     .map(|(a, v)| format!(" --where {a}={v}"))
                     .unwrap_or_default()
             );
-            let store = self.store.clone();
+            let this = self.clone();
             self.tracker.spawn(async move {
-                match store.hold(&d, &message).await {
+                match this.store.hold(&d, &message).await {
                     Ok(true) => {
                         tracing::info!(task.id = %d.task_id, "job held: its tool is struck")
                     }
@@ -301,21 +314,11 @@ impl Runner {
                         tracing::warn!(task.id = %d.task_id, error = %e, "cannot hold a struck job")
                     }
                 }
+                this.claims.release(&d.stream, &d.entry);
             });
             return;
         }
         let slot = self.slots.slot(permit, &d.owner);
-        let parked = Arc::new(AtomicBool::new(false));
-        let (stream, entry) = (d.stream.clone(), d.entry.clone());
-        if !self.claims.hold(
-            &stream,
-            &entry,
-            &self.store.task_key(&d.task_id, &d.owner),
-            parked.clone(),
-        ) {
-            tracing::debug!(task.id = %d.task_id, "reclaimed a job this worker still runs; keeping the run");
-            return;
-        }
         let span = tracing::info_span!(
             "job",
             task.id = %d.task_id,
