@@ -15,17 +15,7 @@ if not task or is_terminal(task.status) then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return 0
 end
-local fields = this[1][2]
-local queued = false
-for i = 1, #fields, 2 do
-  if fields[i] == 'queued' then queued = true end
-end
-if not queued then
-  -- Released, it keeps its place in time (as fair share's moved entries do).
-  fields[#fields + 1] = 'queued'
-  fields[#fields + 1] = string.match(ARGV[3], '^(%d+)')
-end
-redis.call('HSET', KEYS[3], ARGV[3], cjson.encode(fields))
+redis.call('HSET', KEYS[3], ARGV[3], cjson.encode(requeue_fields(this[1][2], ARGV[3], nil)))
 ack(KEYS[2], ARGV[2], ARGV[3])
 -- 'held' tells cancel.lua that no worker runs it (it may have a fence from an earlier run).
 commit(KEYS[1], ARGV[1], task, {msg = ARGV[4], held = '1'}, task.msg ~= ARGV[4])
