@@ -360,7 +360,7 @@ impl Runner {
         } else {
             fence
         };
-        let wait = policy.wait(d.attempt).max(retry.after.unwrap_or_default());
+        let wait = policy.wait_after(d.attempt, retry.after);
         let next = d.attempt + 1;
         let message = format!(
             "retrying in {} (attempt {next} of {}): {}",
