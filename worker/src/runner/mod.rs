@@ -293,14 +293,9 @@ impl Runner {
         {
             drop(permit);
             let message = format!(
-                "held: {} is struck; it runs when restored (mcp-tasks restore {}{})",
+                "held: {} is struck; it runs when restored (`{}`)",
                 strike.describe(),
-                strike.tool,
-                strike
-                    .when
-                    .as_ref()
-                    .map(|(a, v)| format!(" --where {a}={v}"))
-                    .unwrap_or_default()
+                restore_command(&strike)
             );
             let this = self.clone();
             self.tracker.spawn(async move {
@@ -370,4 +365,27 @@ async fn pause(shutdown: &CancellationToken, backoff: &mut Duration) {
         () = tokio::time::sleep(*backoff) => {}
     }
     *backoff = (*backoff * 2).min(Duration::from_secs(5));
+}
+
+/// The command that lifts `strike`, quoted for a shell where an argument needs it.
+fn restore_command(strike: &mcp_tasks_store::strikes::Strike) -> String {
+    let mut cmd = format!("mcp-tasks restore {}", shell_word(&strike.tool));
+    if let Some((arg, value)) = &strike.when {
+        cmd.push_str(" --where ");
+        cmd.push_str(&shell_word(&format!("{arg}={value}")));
+    }
+    cmd
+}
+
+/// `word` as one shell word: as is when it is plain, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@,+".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
