@@ -83,6 +83,9 @@ pub(crate) struct Runner {
     pub(crate) limits: HashMap<String, Limits>,
     /// The limit slots this worker's runs hold (limit, task id), renewed with the claims.
     pub(crate) slots_held: Arc<std::sync::Mutex<HashMap<(String, String), ()>>>,
+    /// Woken when this worker puts a job in a delayed set, so the loop moving due jobs
+    /// (`lib.rs`) looks again at once rather than after its longest sleep.
+    pub(crate) due_wake: Arc<tokio::sync::Notify>,
 }
 
 impl Runner {
