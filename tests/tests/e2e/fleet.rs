@@ -301,6 +301,38 @@ async fn fleet_strike_holds_queued_calls_everywhere_and_restore_runs_them() -> R
     Ok(())
 }
 
+/// A job asked to cancel that reaches a worker while its tool is struck ends `cancelled`,
+/// not held until a restore (as start.lua would end it): the worker running it is
+/// SIGKILLed, the call is cancelled (flagged: no worker runs it to see), and the other
+/// worker reclaims the job under the strike.
+#[tokio::test(flavor = "multi_thread")]
+async fn fleet_struck_job_asked_to_cancel_ends_cancelled_not_held() -> Result<()> {
+    let catalog = r#"
+        [[command]]
+        name = "hang"
+        argv = ["sh", "-c", "echo started; exec sleep 30"]
+        "#;
+    let mut fleet = Fleet::start_with_lease(catalog, 2, &["hang"], "2s").await?;
+    let redis = fleet.redis.url();
+    let id = fleet.client.start_task("hang", json!({})).await?;
+    message_seen(&fleet.client, &id, "started").await?;
+    cli_ok(&redis, &["strike", "hang"])?;
+    fleet.workers_logged("strikes changed: 1 in force").await?;
+    let holder = fleet.workers.iter_mut().find_map(|w| {
+        let children = crate::upstream::children_of(w.process.child().id());
+        (!children.is_empty()).then_some((w, children))
+    });
+    let (holder, orphans) = holder.context("the worker running the call")?;
+    holder.process.kill();
+    for pid in orphans {
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    }
+    fleet.client.cancel(&id).await?;
+    let t = fleet.client.wait_status(&id, "cancelled", WITHIN).await?;
+    ensure!(t["statusMessage"] == "Cancelled by request", "{t}");
+    Ok(())
+}
+
 /// A `[[command]]` tool failing with a retryable exit code: it appends a line per run to
 /// the file `{file}`, exits 75 on the first two runs and succeeds on the third. Runs 2 and 3
 /// first wait for the file `{file}.goN` to exist, so a test reads the status message of
