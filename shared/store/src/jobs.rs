@@ -467,3 +467,25 @@ pub(crate) fn delivery(
         attempt,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_entry_owner_is_the_field_create_wrote_else_the_jobs_else_anonymous() {
+        let job = |owner: &str| -> Job {
+            serde_json::from_value(serde_json::json!({
+                "tool": "t", "args": {}, "caps": {}, "owner": owner
+            }))
+            .expect("a job")
+        };
+        let anonymous = mcp_tasks_protocol::meta::ANONYMOUS_OWNER;
+        // The stream field is what create.lua built the task key with: taken as is.
+        assert_eq!(entry_owner(Some("abc".into()), Some(&job("x"))), "abc");
+        assert_eq!(entry_owner(Some(String::new()), Some(&job("x"))), "");
+        assert_eq!(entry_owner(None, Some(&job("x"))), "x");
+        assert_eq!(entry_owner(None, Some(&job(""))), anonymous);
+        assert_eq!(entry_owner(None, None), anonymous);
+    }
+}
