@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use mcp_tasks_protocol::time::now_millis;
 use mcp_tasks_shared::config::WorkerConfig;
-use mcp_tasks_store::delayed::DUE_EVERY;
+use mcp_tasks_store::delayed::{DUE_EVERY, DUE_IDLE};
 use mcp_tasks_store::events::EventHub;
 use mcp_tasks_store::registry::{HEARTBEAT_INTERVAL_MS, ToolAdvert};
 use mcp_tasks_store::{Store, StoreError};
@@ -235,9 +235,10 @@ pub async fn run_serving(
         retries,
         limits,
         slots_held: Arc::default(),
+        due_wake: Arc::default(),
     });
     // Only workers with a tool that retries or is limited pay for moving due jobs (a script
-    // per queue every DUE_EVERY); any such worker moves every job of its queues.
+    // per queue every DUE_EVERY to DUE_IDLE); any such worker moves every job of its queues.
     let retry_queues: Vec<String> = config
         .queues
         .iter()
@@ -252,7 +253,12 @@ pub async fn run_serving(
         .cloned()
         .collect();
     if !retry_queues.is_empty() {
-        tokio::spawn(move_due(store.clone(), retry_queues, hub_stop.clone()));
+        tokio::spawn(move_due(
+            store.clone(),
+            retry_queues,
+            runner.due_wake.clone(),
+            hub_stop.clone(),
+        ));
     }
     tokio::spawn(strikes.watch(store.clone(), config.queues.clone(), hub_stop.clone()));
 
@@ -354,19 +360,33 @@ async fn heartbeat(
     }
 }
 
-/// Move due retries back to their queues every [`DUE_EVERY`] until `stop`.
-async fn move_due(store: Store, queues: Vec<String>, stop: CancellationToken) {
-    let mut tick = tokio::time::interval(DUE_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+/// Move due retries and waiting jobs back to their queues until `stop`: again when the next
+/// one is due, at least [`DUE_EVERY`] and at most [`DUE_IDLE`] later (sooner when this
+/// worker delays a job: `wake`), so an empty delayed set costs one `due.lua` per stream a
+/// second, not four.
+async fn move_due(
+    store: Store,
+    queues: Vec<String>,
+    wake: Arc<tokio::sync::Notify>,
+    stop: CancellationToken,
+) {
     loop {
+        let mut sleep = DUE_IDLE;
+        for q in &queues {
+            match store.move_due(q).await {
+                Ok((_, Some(next))) => sleep = sleep.min(next),
+                Ok((_, None)) => {}
+                Err(e) => {
+                    tracing::debug!(error = %e, queue.name = %q, "cannot move due retries yet");
+                    sleep = sleep.min(DUE_EVERY);
+                }
+            }
+        }
         tokio::select! {
             () = stop.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        for q in &queues {
-            if let Err(e) = store.move_due(q).await {
-                tracing::debug!(error = %e, queue.name = %q, "cannot move due retries yet");
-            }
+            () = tokio::time::sleep(sleep.max(DUE_EVERY)) => {}
+            // A job this worker just delayed: look again soon enough for its due time.
+            () = wake.notified() => tokio::time::sleep(DUE_EVERY).await,
         }
     }
 }

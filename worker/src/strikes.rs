@@ -132,8 +132,8 @@ impl StrikeWatch {
         }
     }
 
-    /// Cancel the running jobs that a strike new since `previous` with `cancel_running`
-    /// covers.
+    /// Cancel the running jobs that a strike with `cancel_running` covers when it is new
+    /// since `previous`, or was there without `cancel_running` or with another `at_ms`.
     async fn cancel_running(&self, store: &Store, previous: &Strikes) {
         let current = self
             .current
@@ -143,7 +143,15 @@ impl StrikeWatch {
         let new: Vec<&Strike> = current
             .0
             .iter()
-            .filter(|s| s.cancel_running && !previous.0.iter().any(|p| p.id() == s.id()))
+            .filter(|s| {
+                // New, or struck again (now with --cancel-running, or at a later time): an
+                // operator re-striking with --cancel-running means it for what runs now.
+                s.cancel_running
+                    && !previous
+                        .0
+                        .iter()
+                        .any(|p| p.id() == s.id() && p.cancel_running && p.at_ms == s.at_ms)
+            })
             .collect();
         if new.is_empty() {
             return;

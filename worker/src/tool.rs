@@ -112,6 +112,14 @@ impl RetryPolicy {
             random % (spread + 1)
         })
     }
+
+    /// The wait before the attempt after `attempt`: [`RetryPolicy::wait`], or longer when
+    /// the failure asked for `after` (an HTTP `Retry-After`), but never longer than `max`:
+    /// a server cannot park a task for a day with one header.
+    pub fn wait_after(&self, attempt: u32, after: Option<Duration>) -> Duration {
+        self.wait(attempt)
+            .max(after.unwrap_or_default().min(self.max))
+    }
 }
 
 impl ToolError {
@@ -349,5 +357,19 @@ mod tests {
                 "{w:?}"
             );
         }
+    }
+
+    #[test]
+    fn retry_after_lengthens_the_wait_up_to_max_only() {
+        let p = RetryPolicy {
+            attempts: 3,
+            initial: Duration::from_millis(10),
+            max: Duration::from_secs(30),
+        };
+        let w = p.wait_after(1, Some(Duration::from_secs(5)));
+        assert_eq!(w, Duration::from_secs(5));
+        let w = p.wait_after(1, Some(Duration::from_secs(86_400)));
+        assert_eq!(w, Duration::from_secs(30));
+        assert!(p.wait_after(1, None) <= Duration::from_millis(10));
     }
 }

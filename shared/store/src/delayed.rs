@@ -11,9 +11,13 @@ use std::time::Duration;
 
 use crate::{Delivery, Store, StoreResult, Write, keys, replies};
 
-/// How often workers move due jobs back to their streams (the most a retry waits past its
-/// delay).
+/// The shortest sleep between two moves of due jobs (the most a retry waits past its delay
+/// when the next due time is known).
 pub const DUE_EVERY: Duration = Duration::from_millis(250);
+
+/// The longest sleep between two moves of due jobs: when nothing waits, or the next job is
+/// due later. Another worker may add a job meanwhile; it is moved at most this late.
+pub const DUE_IDLE: Duration = Duration::from_secs(1);
 
 /// Most jobs one `due.lua` call moves.
 const DUE_BATCH: usize = 100;
@@ -52,15 +56,16 @@ impl Store {
         )
     }
 
-    /// Move the due jobs of every stream of `queue` back to their streams; how many moved.
+    /// Move the due jobs of every stream of `queue` back to their streams: how many moved,
+    /// and how long until the next job left is due (`None` when none waits).
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn move_due(&self, queue: &str) -> StoreResult<usize> {
+    pub async fn move_due(&self, queue: &str) -> StoreResult<(usize, Option<Duration>)> {
         let mut con = self.con.clone();
-        let mut moved = 0;
+        let (mut moved, mut next) = (0, None::<Duration>);
         for stream in self.layout.queue_streams(queue) {
-            let n: i64 = self
+            let (n, wait_ms): (i64, i64) = self
                 .scripts
                 .due
                 .key(keys::delayed_key(&stream))
@@ -69,7 +74,11 @@ impl Store {
                 .invoke_async(&mut con)
                 .await?;
             moved += usize::try_from(n).unwrap_or(0);
+            if let Ok(ms) = u64::try_from(wait_ms) {
+                let wait = Duration::from_millis(ms);
+                next = Some(next.map_or(wait, |n| n.min(wait)));
+            }
         }
-        Ok(moved)
+        Ok((moved, next))
     }
 }

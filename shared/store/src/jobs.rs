@@ -426,6 +426,17 @@ impl Store {
     }
 }
 
+/// The owner digest of a job entry (part of its task's key): the entry's `owner` field as
+/// create.lua wrote it, else the job's owner (entries written before the owner had its own
+/// field carry it in the job only), else the anonymous owner. Every reader of an entry
+/// (deliveries, held jobs) builds the task key from this one function, so none can build
+/// a key the others do not.
+pub(crate) fn entry_owner(stream_owner: Option<String>, job: Option<&Job>) -> String {
+    stream_owner
+        .or_else(|| job.map(|j| j.owner.clone()).filter(|o| !o.is_empty()))
+        .unwrap_or_else(|| mcp_tasks_protocol::meta::ANONYMOUS_OWNER.to_owned())
+}
+
 pub(crate) fn delivery(
     queue: &str,
     stream: &str,
@@ -438,15 +449,7 @@ pub(crate) fn delivery(
         .get::<String>("job")
         .ok_or_else(|| "job entry has no job field".to_owned())
         .and_then(|j| serde_json::from_str(&j).map_err(|e| format!("undecodable job: {e}")));
-    // Entries written before the owner had its own field carry it in the job only.
-    let owner = stream_owner
-        .or_else(|| {
-            job.as_ref()
-                .ok()
-                .map(|j: &Job| j.owner.clone())
-                .filter(|o| !o.is_empty())
-        })
-        .unwrap_or_else(|| mcp_tasks_protocol::meta::ANONYMOUS_OWNER.to_owned());
+    let owner = entry_owner(stream_owner, job.as_ref().ok());
     let queued_ms = entry.get::<String>("queued").and_then(|ms| ms.parse().ok());
     let attempt = entry
         .get::<String>("attempt")
@@ -462,5 +465,27 @@ pub(crate) fn delivery(
         fresh,
         queued_ms,
         attempt,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_entry_owner_is_the_field_create_wrote_else_the_jobs_else_anonymous() {
+        let job = |owner: &str| -> Job {
+            serde_json::from_value(serde_json::json!({
+                "tool": "t", "args": {}, "caps": {}, "owner": owner
+            }))
+            .expect("a job")
+        };
+        let anonymous = mcp_tasks_protocol::meta::ANONYMOUS_OWNER;
+        // The stream field is what create.lua built the task key with: taken as is.
+        assert_eq!(entry_owner(Some("abc".into()), Some(&job("x"))), "abc");
+        assert_eq!(entry_owner(Some(String::new()), Some(&job("x"))), "");
+        assert_eq!(entry_owner(None, Some(&job("x"))), "x");
+        assert_eq!(entry_owner(None, Some(&job(""))), anonymous);
+        assert_eq!(entry_owner(None, None), anonymous);
     }
 }

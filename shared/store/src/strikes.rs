@@ -190,10 +190,7 @@ impl Store {
                         .and_then(|kv| kv.get(1).cloned())
                 };
                 let job: Option<Job> = field("job").and_then(|j| serde_json::from_str(&j).ok());
-                let owner = field("owner")
-                    .or_else(|| job.as_ref().map(|j| j.owner.clone()))
-                    .filter(|o| !o.is_empty())
-                    .unwrap_or_else(|| mcp_tasks_protocol::meta::ANONYMOUS_OWNER.to_owned());
+                let owner = crate::jobs::entry_owner(field("owner"), job.as_ref());
                 out.push(HeldJob {
                     stream: stream.clone(),
                     entry,

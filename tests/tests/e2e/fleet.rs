@@ -121,14 +121,19 @@ impl Fleet {
 
     /// Wait until every worker has logged `line`.
     async fn workers_logged(&self, line: &str) -> Result<()> {
+        self.workers_logged_times(line, 1).await
+    }
+
+    /// Wait until every worker has logged `line` at least `times` times.
+    async fn workers_logged_times(&self, line: &str, times: usize) -> Result<()> {
         poll_until(WITHIN, || async {
             self.workers
                 .iter()
-                .all(|w| w.process.log_text().contains(line))
+                .all(|w| w.process.log_text().matches(line).count() >= times)
                 .then_some(())
         })
         .await
-        .with_context(|| format!("not every worker logged {line:?}"))
+        .with_context(|| format!("not every worker logged {line:?} {times} times"))
     }
 }
 
@@ -216,8 +221,10 @@ async fn fleet_strike_holds_queued_calls_everywhere_and_restore_runs_them() -> R
         poll_until(WITHIN, || async {
             let t = client.get(id).await.ok()?;
             let msg = t["statusMessage"].as_str().unwrap_or("");
-            (t["status"] == "working" && msg.starts_with("held: tool work where key=a is struck"))
-                .then_some(())
+            (t["status"] == "working"
+                && msg.starts_with("held: tool work where key=a is struck")
+                && msg.contains("(`mcp-tasks restore work --where key=a`)"))
+            .then_some(())
         })
         .await
         .with_context(|| format!("task {id} was not held"))?;
@@ -225,16 +232,31 @@ async fn fleet_strike_holds_queued_calls_everywhere_and_restore_runs_them() -> R
     ensure!(runs(stamps.path(), "b") == 2, "both b calls ran");
     ensure!(runs(stamps.path(), "a") == 0, "a held call ran");
 
-    // Restore: every held call runs, once.
+    // A held call cancelled ends `cancelled` at once (no worker runs it) and never runs.
+    let cancelled = queued_a.remove(0);
+    client.cancel(&cancelled).await?;
+    let t = client.get(&cancelled).await?;
+    ensure!(t["status"] == "cancelled", "a held call cancelled: {t}");
+
+    // A --where naming no argument of the tool strikes nothing: refused, exit 64.
+    let (code, _, err) = cli(&redis, &["strike", "work", "--where", "kye=a"])?;
+    ensure!(
+        code == 64 && err.contains("no argument \"kye\"") && err.contains("key"),
+        "{code} {err}"
+    );
+
+    // Restore: every held call runs, once; the cancelled one stays cancelled.
     let out = cli_ok(&redis, &["restore", "work", "--where", "key=a"])?;
-    ensure!(out.contains("restored work key=a"), "{out}");
+    ensure!(out.contains("restored tool work where key=a"), "{out}");
     for id in &queued_a {
         client.wait_status(id, "completed", WITHIN).await?;
     }
     ensure!(
         runs(stamps.path(), "a") == queued_a.len(),
-        "each held call ran once"
+        "each held call ran once, the cancelled one never"
     );
+    let t = client.get(&cancelled).await?;
+    ensure!(t["status"] == "cancelled", "{t}");
     let again = poll_until(WITHIN, || async {
         call(client, "work", json!({"key": "a"})).await.ok()?.err()
     })
@@ -249,14 +271,26 @@ async fn fleet_strike_holds_queued_calls_everywhere_and_restore_runs_them() -> R
         "{code} {err}"
     );
 
-    // --cancel-running: the call running now ends cancelled, new ones are refused.
+    // A strike without --cancel-running lets the running call finish; striking the same
+    // tool again with --cancel-running then cancels it, and new calls are refused.
     let running = client.start_task("hang", json!({})).await?;
     poll_until(WITHIN, || async {
         let t = client.get(&running).await.ok()?;
         (t["statusMessage"] == "started").then_some(())
     })
     .await?;
-    cli_ok(&redis, &["strike", "hang", "--cancel-running"])?;
+    cli_ok(&redis, &["strike", "hang"])?;
+    // Every worker has read it (its second "1 in force": the first was work's strike).
+    fleet
+        .workers_logged_times("strikes changed: 1 in force", 2)
+        .await?;
+    let t = client.get(&running).await?;
+    ensure!(
+        t["status"] == "working",
+        "a plain strike cancelled a run: {t}"
+    );
+    let out = cli_ok(&redis, &["strike", "hang", "--cancel-running"])?;
+    ensure!(out.contains("struck again tool hang"), "{out}");
     client.wait_status(&running, "cancelled", WITHIN).await?;
     poll_until(WITHIN, || async {
         call(client, "hang", json!({})).await.ok()?.ok()
@@ -267,12 +301,47 @@ async fn fleet_strike_holds_queued_calls_everywhere_and_restore_runs_them() -> R
     Ok(())
 }
 
-/// A `[[command]]` tool failing with a retryable exit code: it counts its runs in the file
-/// `{file}`, exits 75 on the first two and succeeds on the third.
+/// A job asked to cancel that reaches a worker while its tool is struck ends `cancelled`,
+/// not held until a restore (as start.lua would end it): the worker running it is
+/// SIGKILLed, the call is cancelled (flagged: no worker runs it to see), and the other
+/// worker reclaims the job under the strike.
+#[tokio::test(flavor = "multi_thread")]
+async fn fleet_struck_job_asked_to_cancel_ends_cancelled_not_held() -> Result<()> {
+    let catalog = r#"
+        [[command]]
+        name = "hang"
+        argv = ["sh", "-c", "echo started; exec sleep 30"]
+        "#;
+    let mut fleet = Fleet::start_with_lease(catalog, 2, &["hang"], "2s").await?;
+    let redis = fleet.redis.url();
+    let id = fleet.client.start_task("hang", json!({})).await?;
+    message_seen(&fleet.client, &id, "started").await?;
+    cli_ok(&redis, &["strike", "hang"])?;
+    fleet.workers_logged("strikes changed: 1 in force").await?;
+    let holder = fleet.workers.iter_mut().find_map(|w| {
+        let children = crate::upstream::children_of(w.process.child().id());
+        (!children.is_empty()).then_some((w, children))
+    });
+    let (holder, orphans) = holder.context("the worker running the call")?;
+    holder.process.kill();
+    for pid in orphans {
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    }
+    fleet.client.cancel(&id).await?;
+    let t = fleet.client.wait_status(&id, "cancelled", WITHIN).await?;
+    ensure!(t["statusMessage"] == "Cancelled by request", "{t}");
+    Ok(())
+}
+
+/// A `[[command]]` tool failing with a retryable exit code: it appends a line per run to
+/// the file `{file}`, exits 75 on the first two runs and succeeds on the third. Runs 2 and 3
+/// first wait for the file `{file}.goN` to exist, so a test reads the status message of
+/// the wait before them at its leisure (the message stays until the run writes output).
+/// `down` always exits 75 with a long wait between its attempts.
 const FLAKY: &str = r#"
 [[command]]
 name = "flaky"
-argv = ["sh", "-c", "n=$(( $(cat \"$0\" 2>/dev/null || echo 0) + 1 )); echo $n > \"$0\"; if [ $n -lt 3 ]; then echo \"try $n failed\" >&2; exit 75; fi; echo ok $n", "{file}"]
+argv = ["sh", "-c", "touch \"$0\"; n=$(( $(wc -l < \"$0\") + 1 )); echo run $n >> \"$0\"; if [ $n -ge 2 ]; then while [ ! -e \"$0.go$n\" ]; do sleep 0.02; done; fi; if [ $n -lt 3 ]; then echo \"try $n failed\" >&2; exit 75; fi; echo ok $n", "{file}"]
 input_schema = { type = "object", properties = { file = { type = "string" } }, required = ["file"] }
 retry = { attempts = 3, initial = "WAIT", max = "WAIT" }
 retry_on_exit = [75]
@@ -283,7 +352,19 @@ argv = ["sh", "-c", "echo run >> \"$0\"; echo down >&2; exit 75", "{file}"]
 input_schema = { type = "object", properties = { file = { type = "string" } }, required = ["file"] }
 retry = { attempts = 2, initial = "100ms", max = "100ms" }
 retry_on_exit = [75]
+
+[[command]]
+name = "down"
+argv = ["sh", "-c", "echo run >> \"$0\"; echo down >&2; exit 75", "{file}"]
+input_schema = { type = "object", properties = { file = { type = "string" } }, required = ["file"] }
+retry = { attempts = 3, initial = "3s", max = "3s" }
+retry_on_exit = [75]
 "#;
+
+/// Open `flaky`'s gate for run `n` (see [`FLAKY`]).
+fn open_gate(counter: &str, n: u32) -> Result<()> {
+    std::fs::write(format!("{counter}.go{n}"), "").context("cannot open a gate")
+}
 
 /// Poll task `id` until its status message contains `text`; the task then.
 async fn message_seen(client: &Client, id: &str, text: &str) -> Result<Value> {
@@ -301,11 +382,17 @@ async fn message_seen(client: &Client, id: &str, text: &str) -> Result<Value> {
 /// Retries: exit 75 is retryable for `flaky`, so it waits (`working`, "retrying in …
 /// (attempt 2 of 3): exit code 75: try 1 failed") and runs again, completing on attempt 3
 /// (T-17: it never leaves `working` meanwhile). A tool out of attempts ends as without
-/// retries: `completed` with the last run's `isError` result (T-21).
+/// retries: `completed` with the last run's `isError` result (T-21). A call cancelled
+/// while it waits for its next attempt ends `cancelled` at once and never runs again.
 #[tokio::test(flavor = "multi_thread")]
 async fn fleet_retry_completes_on_the_third_attempt() -> Result<()> {
     let stamps = TempDir::new("mcpt-fleet-retry")?;
-    let fleet = Fleet::start(&FLAKY.replace("WAIT", "300ms"), 1, &["flaky", "always75"]).await?;
+    let fleet = Fleet::start(
+        &FLAKY.replace("WAIT", "300ms"),
+        1,
+        &["flaky", "always75", "down"],
+    )
+    .await?;
     let client = &fleet.client;
     let counter = stamps.path().join("flaky").display().to_string();
     let id = client.start_task("flaky", json!({"file": counter})).await?;
@@ -313,14 +400,15 @@ async fn fleet_retry_completes_on_the_third_attempt() -> Result<()> {
     ensure!(t["status"] == "working", "{t}");
     let m = t["statusMessage"].as_str().unwrap_or("");
     ensure!(m.starts_with("retrying in "), "{m}");
+    open_gate(&counter, 2)?;
     message_seen(client, &id, "(attempt 3 of 3): exit code 75: try 2 failed").await?;
+    open_gate(&counter, 3)?;
     let done = client.wait_status(&id, "completed", WITHIN).await?;
     ensure!(done["result"]["content"][0]["text"] == "ok 3\n", "{done}");
     ensure!(
-        runs(stamps.path(), "flaky") == 1,
-        "the counter file holds one line"
+        runs(stamps.path(), "flaky") == 3,
+        "three runs in all, each once"
     );
-    ensure!(std::fs::read_to_string(stamps.path().join("flaky"))?.trim() == "3");
 
     let log = stamps.path().join("always").display().to_string();
     let id = client.start_task("always75", json!({"file": log})).await?;
@@ -331,29 +419,55 @@ async fn fleet_retry_completes_on_the_third_attempt() -> Result<()> {
         "{done}"
     );
     ensure!(runs(stamps.path(), "always") == 2, "two attempts in all");
+
+    // Cancelled during the wait (1.5 to 3 s): cancelled at once, no second run.
+    let log = stamps.path().join("down").display().to_string();
+    let id = client.start_task("down", json!({"file": log})).await?;
+    message_seen(client, &id, "(attempt 2 of 3)").await?;
+    client.cancel(&id).await?;
+    let t = client.get(&id).await?;
+    ensure!(t["status"] == "cancelled", "cancelled during the wait: {t}");
+    // Past the longest wait: the job came due and was skipped, not run.
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    ensure!(
+        runs(stamps.path(), "down") == 1,
+        "a cancelled call ran again"
+    );
+    ensure!(client.get(&id).await?["status"] == "cancelled");
     Ok(())
 }
 
 /// Retries are durable: the worker that ran attempt 1 is SIGKILLed while the job waits for
-/// attempt 2; a worker started afterwards runs attempts 2 and 3 and the task completes.
+/// attempt 2 (2.5 to 5 s; the counter file read right after the kill proves attempt 2 had
+/// not started); a worker started afterwards runs attempts 2 and 3 and the task completes.
 /// The lease is a minute, so the job cannot have come back by the dead worker's claim
 /// lapsing (a wait kept in the worker's memory would be lost for that minute).
 #[tokio::test(flavor = "multi_thread")]
 async fn fleet_retry_survives_its_worker_being_killed_during_the_wait() -> Result<()> {
     let stamps = TempDir::new("mcpt-fleet-retry-kill")?;
     let mut fleet =
-        Fleet::start_with_lease(&FLAKY.replace("WAIT", "2s"), 1, &["flaky"], "60s").await?;
+        Fleet::start_with_lease(&FLAKY.replace("WAIT", "5s"), 1, &["flaky"], "60s").await?;
     let counter = stamps.path().join("flaky").display().to_string();
+    open_gate(&counter, 2)?;
+    open_gate(&counter, 3)?;
     let id = fleet
         .client
         .start_task("flaky", json!({"file": counter}))
         .await?;
     message_seen(&fleet.client, &id, "(attempt 2 of 3)").await?;
     fleet.workers[0].process.kill();
+    ensure!(
+        runs(stamps.path(), "flaky") == 1,
+        "attempt 2 started before the kill: the kill was not during the wait"
+    );
     fleet.add_worker()?;
-    let done = fleet.client.wait_status(&id, "completed", WITHIN).await?;
+    // Two waits of up to 5 s each and a worker's start.
+    let done = fleet
+        .client
+        .wait_status(&id, "completed", Duration::from_secs(30))
+        .await?;
     ensure!(done["result"]["content"][0]["text"] == "ok 3\n", "{done}");
-    ensure!(std::fs::read_to_string(stamps.path().join("flaky"))?.trim() == "3");
+    ensure!(runs(stamps.path(), "flaky") == 3, "three runs in all");
     Ok(())
 }
 

@@ -299,6 +299,7 @@ impl Runner {
                     if let Err(e) = self.store.park(d, &message, Some(wait)).await {
                         tracing::warn!(error = %e, "cannot park a rate-limited job; it stays pending");
                     }
+                    self.due_wake.notify_one();
                     return None;
                 }
                 Err(e) => {
@@ -330,6 +331,7 @@ impl Runner {
                 if let Err(e) = self.store.park(d, &message, None).await {
                     tracing::warn!(error = %e, "cannot park a job waiting for a slot; it stays pending");
                 }
+                self.due_wake.notify_one();
                 None
             }
             Err(e) => {
@@ -360,7 +362,7 @@ impl Runner {
         } else {
             fence
         };
-        let wait = policy.wait(d.attempt).max(retry.after.unwrap_or_default());
+        let wait = policy.wait_after(d.attempt, retry.after);
         let next = d.attempt + 1;
         let message = format!(
             "retrying in {} (attempt {next} of {}): {}",
@@ -370,6 +372,7 @@ impl Runner {
         );
         match self.store.retry(d, fence, wait, &message, next).await {
             Ok(Write::Ok) => {
+                self.due_wake.notify_one();
                 tracing::info!(
                     attempt = d.attempt,
                     wait_ms = wait.as_millis() as u64,

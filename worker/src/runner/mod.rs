@@ -83,6 +83,9 @@ pub(crate) struct Runner {
     pub(crate) limits: HashMap<String, Limits>,
     /// The limit slots this worker's runs hold (limit, task id), renewed with the claims.
     pub(crate) slots_held: Arc<std::sync::Mutex<HashMap<(String, String), ()>>>,
+    /// Woken when this worker puts a job in a delayed set, so the loop moving due jobs
+    /// (`lib.rs`) looks again at once rather than after its longest sleep.
+    pub(crate) due_wake: Arc<tokio::sync::Notify>,
 }
 
 impl Runner {
@@ -274,37 +277,9 @@ impl Runner {
 
     /// Run a delivered (or reclaimed) job in its own task, holding its claim meanwhile; or,
     /// when its tool is struck, hold it (off the stream until restored) and free the slot.
+    /// A job this worker still runs is left to that run first: holding it would take its
+    /// entry off the stream under the running call.
     fn dispatch(self: &Arc<Self>, d: Delivery, permit: OwnedSemaphorePermit) {
-        if let Ok(job) = &d.job
-            && let Some(strike) = self.strikes.matching(&job.tool, &job.args)
-        {
-            drop(permit);
-            let message = format!(
-                "held: {} is struck; it runs when restored (mcp-tasks restore {}{})",
-                strike.describe(),
-                strike.tool,
-                strike
-                    .when
-                    .as_ref()
-                    .map(|(a, v)| format!(" --where {a}={v}"))
-                    .unwrap_or_default()
-            );
-            let store = self.store.clone();
-            self.tracker.spawn(async move {
-                match store.hold(&d, &message).await {
-                    Ok(true) => {
-                        tracing::info!(task.id = %d.task_id, "job held: its tool is struck")
-                    }
-                    Ok(false) => {}
-                    // Still pending for this worker: the sweep hands it out again.
-                    Err(e) => {
-                        tracing::warn!(task.id = %d.task_id, error = %e, "cannot hold a struck job")
-                    }
-                }
-            });
-            return;
-        }
-        let slot = self.slots.slot(permit, &d.owner);
         let parked = Arc::new(AtomicBool::new(false));
         let (stream, entry) = (d.stream.clone(), d.entry.clone());
         if !self.claims.hold(
@@ -316,6 +291,32 @@ impl Runner {
             tracing::debug!(task.id = %d.task_id, "reclaimed a job this worker still runs; keeping the run");
             return;
         }
+        if let Ok(job) = &d.job
+            && let Some(strike) = self.strikes.matching(&job.tool, &job.args)
+        {
+            drop(permit);
+            let message = format!(
+                "held: {} is struck; it runs when restored (`{}`)",
+                strike.describe(),
+                restore_command(&strike)
+            );
+            let this = self.clone();
+            self.tracker.spawn(async move {
+                match this.store.hold(&d, &message).await {
+                    Ok(true) => {
+                        tracing::info!(task.id = %d.task_id, "job held: its tool is struck")
+                    }
+                    Ok(false) => {}
+                    // Still pending for this worker: the sweep hands it out again.
+                    Err(e) => {
+                        tracing::warn!(task.id = %d.task_id, error = %e, "cannot hold a struck job")
+                    }
+                }
+                this.claims.release(&d.stream, &d.entry);
+            });
+            return;
+        }
+        let slot = self.slots.slot(permit, &d.owner);
         let span = tracing::info_span!(
             "job",
             task.id = %d.task_id,
@@ -367,4 +368,27 @@ async fn pause(shutdown: &CancellationToken, backoff: &mut Duration) {
         () = tokio::time::sleep(*backoff) => {}
     }
     *backoff = (*backoff * 2).min(Duration::from_secs(5));
+}
+
+/// The command that lifts `strike`, quoted for a shell where an argument needs it.
+fn restore_command(strike: &mcp_tasks_store::strikes::Strike) -> String {
+    let mut cmd = format!("mcp-tasks restore {}", shell_word(&strike.tool));
+    if let Some((arg, value)) = &strike.when {
+        cmd.push_str(" --where ");
+        cmd.push_str(&shell_word(&format!("{arg}={value}")));
+    }
+    cmd
+}
+
+/// `word` as one shell word: as is when it is plain, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@,+".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }

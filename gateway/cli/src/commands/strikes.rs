@@ -4,10 +4,12 @@
 //! held jobs back on their queues at once (workers would within a few seconds too).
 
 use mcp_tasks_shared::protocol::time::{now_millis, rfc3339_millis};
+use mcp_tasks_store::Store;
 use mcp_tasks_store::strikes::{Strike, strike_id};
+use serde_json::Value;
 
 use super::Fail;
-use super::ops::{ask, connect, table};
+use super::ops::{TIMEOUT, ask, connect, table};
 
 /// `--where ARG=VALUE` as a pair.
 ///
@@ -41,10 +43,28 @@ pub(crate) async fn strike(
         at_ms: now_millis(),
         cancel_running,
     };
-    let known = ask(url, store.adverts())
-        .await?
+    let adverts = ask(url, store.adverts()).await?;
+    let schemas: Vec<&Value> = adverts
         .iter()
-        .any(|a| a.tool.name == tool);
+        .filter(|a| a.tool.name == tool)
+        .map(|a| &a.tool.input_schema)
+        .collect();
+    let known = !schemas.is_empty();
+    // A --where naming no argument of the tool would match no call: refuse it rather than
+    // strike nothing. Checked only where the tool is advertised with named properties.
+    if let Some((arg, _)) = &strike.when
+        && let Some(names) = argument_names(&schemas)
+        && !names.iter().any(|n| n == arg)
+    {
+        return Err(Fail::usage(format!(
+            "--where {arg}=…: tool {tool} has no argument {arg:?} (its arguments: {})",
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            }
+        )));
+    }
     let new = ask(url, store.strike(&strike)).await?;
     if !known {
         eprintln!("mcp-tasks: note: no worker advertises a tool named {tool}; struck anyway");
@@ -69,8 +89,7 @@ pub(crate) async fn restore(
     when: Option<(String, String)>,
 ) -> Result<(), Fail> {
     let store = connect(url).await?;
-    let id = strike_id(tool, when.as_ref());
-    if !ask(url, store.lift_strike(&id)).await? {
+    if !ask(url, store.lift_strike(&strike_id(tool, when.as_ref()))).await? {
         let left = ask(url, store.strikes()).await?;
         let names: Vec<String> = left.0.iter().map(Strike::describe).collect();
         return Err(Fail::runtime(format!(
@@ -89,11 +108,55 @@ pub(crate) async fn restore(
             }
         )));
     }
-    let left = ask(url, store.strikes()).await?;
-    let queues = ask(url, store.queue_names()).await?;
-    let released = ask(url, store.release_held(&queues, &left)).await?;
-    println!("restored {id}: {released} held jobs queued again");
+    let what = Strike {
+        tool: tool.to_owned(),
+        when,
+        at_ms: 0,
+        cancel_running: false,
+    }
+    .describe();
+    // The strike is lifted: that is the command's work, done. Releasing the held jobs here
+    // only saves the workers their few seconds; when it fails, they release the rest.
+    match tokio::time::timeout(TIMEOUT, release(&store)).await {
+        Ok(Ok(released)) => println!("restored {what}: {released} held jobs queued again"),
+        Ok(Err(e)) => println!(
+            "restored {what}; held jobs not all queued again here ({}): the workers queue \
+             the rest within a few seconds",
+            mcp_tasks_shared::error_chain(&e)
+        ),
+        Err(_) => println!(
+            "restored {what}; queueing the held jobs again took over {} s here: the workers \
+             queue the rest within a few seconds",
+            TIMEOUT.as_secs()
+        ),
+    }
     Ok(())
+}
+
+/// Queue again the held jobs no strike in force covers; how many.
+async fn release(store: &Store) -> Result<usize, mcp_tasks_store::StoreError> {
+    let left = store.strikes().await?;
+    let queues = store.queue_names().await?;
+    store.release_held(&queues, &left).await
+}
+
+/// The argument names the advertised input schemas `schemas` of one tool declare (the
+/// union over workers); `None` when there is no advert or one declares no `properties`
+/// (then any argument may be passed and none can be refused).
+fn argument_names(schemas: &[&Value]) -> Option<Vec<String>> {
+    if schemas.is_empty() {
+        return None;
+    }
+    let mut names = Vec::new();
+    for schema in schemas {
+        for name in schema.get("properties")?.as_object()?.keys() {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+    }
+    names.sort();
+    Some(names)
 }
 
 /// `strikes`: the strikes in force.
@@ -133,5 +196,18 @@ mod tests {
         assert_eq!(parse_where("n="), Ok(("n".into(), String::new())));
         assert!(parse_where("repo").is_err());
         assert!(parse_where("=web").is_err());
+    }
+
+    #[test]
+    fn argument_names_come_from_the_advertised_schemas() {
+        let a = serde_json::json!({"type": "object", "properties": {"repo": {}, "n": {}}});
+        let b = serde_json::json!({"type": "object", "properties": {"env": {}}});
+        let open = serde_json::json!({"type": "object"});
+        assert_eq!(
+            argument_names(&[&a, &b]),
+            Some(vec!["env".into(), "n".into(), "repo".into()])
+        );
+        assert_eq!(argument_names(&[&a, &open]), None);
+        assert_eq!(argument_names(&[]), None);
     }
 }

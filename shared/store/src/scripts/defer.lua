@@ -14,11 +14,6 @@ local full = {}
 for i = 4, #ARGV do full[ARGV[i]] = true end
 local this = redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[1])
 if #this == 0 then return 0 end
-local fields = this[1][2]
-local queued = false
-for i = 1, #fields, 2 do
-  if fields[i] == 'queued' then queued = true end
-end
 local h = redis.call('HMGET', KEYS[1], 'status', 'entry', 'fence')
 if h[1] ~= 'working' or h[2] ~= ARGV[1] or (h[3] and h[3] ~= '0') then return 0 end
 -- Look behind it a few entries at a time (each comes whole, job included), stopping at
@@ -41,11 +36,7 @@ while not other and seen < window do
   from = '(' .. batch[#batch][1]
 end
 if not other then return 0 end
-if not queued then
-  fields[#fields + 1] = 'queued'
-  fields[#fields + 1] = string.match(ARGV[1], '^(%d+)')
-end
-local entry = redis.call('XADD', KEYS[2], '*', unpack(fields))
+local entry = redis.call('XADD', KEYS[2], '*', unpack(requeue_fields(this[1][2], ARGV[1], nil)))
 redis.call('HSET', KEYS[1], 'entry', entry)
 redis.call('XACK', KEYS[2], ARGV[2], ARGV[1])
 redis.call('XDEL', KEYS[2], ARGV[1])

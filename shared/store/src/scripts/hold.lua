@@ -3,8 +3,9 @@
 -- `working` with a status message naming the strike.
 -- KEYS[1] task hash   KEYS[2] queue stream   KEYS[3] held hash (same hash tag as the stream)
 -- ARGV[1] channel  ARGV[2] group  ARGV[3] entry id  ARGV[4] status message
--- Returns 1 when held; 0 when the entry or the task needs no holding (gone, ended: the
--- entry is acknowledged and deleted).
+-- Returns 1 when held; 0 when the entry or the task needs no holding (gone, ended, past
+-- its TTL, asked to cancel: the task ends as start.lua would end it; the entry is
+-- acknowledged and deleted).
 local this = redis.call('XRANGE', KEYS[2], ARGV[3], ARGV[3])
 if #this == 0 then
   ack(KEYS[2], ARGV[2], ARGV[3])
@@ -15,17 +16,19 @@ if not task or is_terminal(task.status) then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return 0
 end
-local fields = this[1][2]
-local queued = false
-for i = 1, #fields, 2 do
-  if fields[i] == 'queued' then queued = true end
+-- As start.lua: a task past its TTL ends expired, and one asked to cancel ends cancelled,
+-- rather than waiting held for a restore.
+if past_ttl(task.created, task.ttl) then
+  expire(KEYS[1], ARGV[1], task.created, task.ttl, task.updated)
+  ack(KEYS[2], ARGV[2], ARGV[3])
+  return 0
 end
-if not queued then
-  -- Released, it keeps its place in time (as fair share's moved entries do).
-  fields[#fields + 1] = 'queued'
-  fields[#fields + 1] = string.match(ARGV[3], '^(%d+)')
+if task.cancel == '1' then
+  commit(KEYS[1], ARGV[1], task, {status = 'cancelled', msg = 'Cancelled by request', pending = '0'}, true)
+  ack(KEYS[2], ARGV[2], ARGV[3])
+  return 0
 end
-redis.call('HSET', KEYS[3], ARGV[3], cjson.encode(fields))
+redis.call('HSET', KEYS[3], ARGV[3], cjson.encode(requeue_fields(this[1][2], ARGV[3], nil)))
 ack(KEYS[2], ARGV[2], ARGV[3])
 -- 'held' tells cancel.lua that no worker runs it (it may have a fence from an earlier run).
 commit(KEYS[1], ARGV[1], task, {msg = ARGV[4], held = '1'}, task.msg ~= ARGV[4])

@@ -28,18 +28,7 @@ if task.cancel == '1' then
 end
 local this = redis.call('XRANGE', KEYS[2], ARGV[3], ARGV[3])
 if #this == 0 then return {'gone'} end
-local src, fields, queued = this[1][2], {}, false
-for i = 1, #src, 2 do
-  if src[i] ~= 'attempt' then
-    fields[#fields + 1] = src[i]
-    fields[#fields + 1] = src[i + 1]
-  end
-  if src[i] == 'queued' then queued = true end
-end
-if not queued then
-  fields[#fields + 1] = 'queued'
-  fields[#fields + 1] = string.match(ARGV[3], '^(%d+)')
-end
+local fields = requeue_fields(this[1][2], ARGV[3], 'attempt')
 fields[#fields + 1] = 'attempt'
 fields[#fields + 1] = ARGV[7]
 redis.call('ZADD', KEYS[3], now_ms() + tonumber(ARGV[5]), cjson.encode(fields))

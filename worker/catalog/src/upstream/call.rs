@@ -287,8 +287,15 @@ impl Call {
                 e.message = format!("upstream {}: {}", self.upstream, e.message);
                 ToolError::Protocol(e)
             }
-            RpcError::Closed(why) => ToolError::retryable(format!(
+            // Never written: the server never saw it, so trying again cannot run it twice.
+            RpcError::Unsent(why) => ToolError::retryable(format!(
                 "upstream {} closed the connection: {why}",
+                self.upstream
+            )),
+            // Gone mid-call: the server may have received and be running it. As http.rs
+            // does for a request that may have been received, it is not sent twice.
+            RpcError::Closed(why) => ToolError::internal(format!(
+                "upstream {} closed the connection during the call: {why}",
                 self.upstream
             )),
         }

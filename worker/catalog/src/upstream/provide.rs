@@ -185,7 +185,7 @@ async fn ask(
                 format!("upstream {name}: {}", short(first)),
             ))
         }
-        Err(RpcError::Closed(why)) => {
+        Err(RpcError::Closed(why) | RpcError::Unsent(why)) => {
             tracing::warn!(upstream.name = %name, rpc.method = %method, error = %why, "upstream {name} closed the connection during {method}");
             Err(ErrorObject::new(
                 INTERNAL_ERROR,

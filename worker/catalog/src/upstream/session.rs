@@ -52,8 +52,11 @@ pub(super) enum Incoming {
 pub(super) enum RpcError {
     /// The server answered with a JSON-RPC error.
     Error(ErrorObject),
-    /// The connection is gone (the reason, for the message).
+    /// The connection went away after the request was written: the server may have
+    /// received it (the reason, for the message).
     Closed(String),
+    /// The connection was gone before the request was written: the server never saw it.
+    Unsent(String),
 }
 
 impl std::fmt::Display for RpcError {
@@ -61,6 +64,7 @@ impl std::fmt::Display for RpcError {
         match self {
             RpcError::Error(e) => write!(f, "error {}: {}", e.code, e.message),
             RpcError::Closed(why) => write!(f, "connection closed: {why}"),
+            RpcError::Unsent(why) => write!(f, "connection closed before sending: {why}"),
         }
     }
 }
@@ -192,6 +196,8 @@ pub(super) struct Pending {
     pub(super) id: i64,
     rx: oneshot::Receiver<Reply>,
     core: Arc<Core>,
+    /// The connection was closed before the request was written.
+    unsent: bool,
 }
 
 impl Pending {
@@ -200,6 +206,7 @@ impl Pending {
         match (&mut self.rx).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(RpcError::Error(e)),
+            Err(_) if self.unsent => Err(RpcError::Unsent(self.core.why())),
             Err(_) => Err(RpcError::Closed(self.core.why())),
         }
     }
@@ -297,8 +304,10 @@ impl Session {
         if let Ok(mut p) = self.core.pending.lock() {
             p.insert(id, tx);
         }
-        if self.core.closed.is_cancelled() {
-            // Already gone: dropping the waiter makes `wait` report why.
+        let unsent = self.core.closed.is_cancelled();
+        if unsent {
+            // Already gone: dropping the waiter makes `wait` report why, and nothing is
+            // written, so the caller knows the server never saw it.
             drop(
                 self.core
                     .pending
@@ -306,13 +315,15 @@ impl Session {
                     .ok()
                     .and_then(|mut p| p.remove(&id)),
             );
+        } else {
+            self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+                .await;
         }
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
         Pending {
             id,
             rx,
             core: self.core.clone(),
+            unsent,
         }
     }
 
@@ -490,8 +501,21 @@ mod tests {
             id: 8,
             rx,
             core: core.clone(),
+            unsent: false,
         };
         let got = futures_util::FutureExt::now_or_never(pending.wait()).expect("ready");
         assert!(matches!(got, Err(RpcError::Closed(why)) if why == "the process exited"));
+
+        // One never written (the transport was already closed) says so: it may be sent again.
+        let (tx, rx) = oneshot::channel::<Reply>();
+        drop(tx);
+        let mut pending = Pending {
+            id: 9,
+            rx,
+            core: core.clone(),
+            unsent: true,
+        };
+        let got = futures_util::FutureExt::now_or_never(pending.wait()).expect("ready");
+        assert!(matches!(got, Err(RpcError::Unsent(why)) if why == "the process exited"));
     }
 }
