@@ -621,3 +621,37 @@ async fn fleet_rate_limit_holds_across_workers() -> Result<()> {
     }
     Ok(())
 }
+
+/// `rate = "2/min"`: a minute-scale window. Of three calls on two workers, two start at
+/// once and the third waits, `working` with the limit named, for the rest of the minute:
+/// seconds later it still has not started. Cancelled during the wait, it ends `cancelled`
+/// and never runs (T-17, T-36).
+#[tokio::test(flavor = "multi_thread")]
+async fn fleet_rate_per_minute_holds_the_third_call_for_the_minute() -> Result<()> {
+    let stamps = TempDir::new("mcpt-fleet-rate-minute")?;
+    let catalog = stamping_tool("minute", stamps.path(), "rate = \"2/min\"");
+    let fleet = Fleet::start(&catalog, 2, &["minute"]).await?;
+    let client = &fleet.client;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(client.start_task("minute", json!({"key": "m"})).await?);
+    }
+    for id in &ids[..2] {
+        client.wait_status(id, "completed", WITHIN).await?;
+    }
+    let third = message_seen(client, &ids[2], "waiting for the rate limit (2 per").await?;
+    ensure!(third["status"] == "working", "{third}");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let starts = std::fs::read_to_string(stamps.path().join("m"))?
+        .lines()
+        .filter(|l| l.starts_with("start "))
+        .count();
+    ensure!(starts == 2, "{starts} starts within seconds under 2/min");
+    let t = client.get(&ids[2]).await?;
+    ensure!(t["status"] == "working", "the third call: {t}");
+    client.cancel(&ids[2]).await?;
+    client
+        .wait_status(&ids[2], "cancelled", Duration::from_secs(5))
+        .await?;
+    Ok(())
+}
