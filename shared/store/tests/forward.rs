@@ -12,16 +12,6 @@ use mcp_tasks_store::Store;
 use mcp_tasks_store::forward::{ForwardLimits, ForwardReply, Forwarded, Outcome};
 use serde_json::json;
 
-/// `redis-cli` on `redis`, trimmed output.
-fn cli(redis: &Redis, args: &[&str]) -> String {
-    let out = Command::new("redis-cli")
-        .args(["-p", &redis.port.to_string()])
-        .args(args)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
 fn limits(wait_ms: u64, max_in_flight: usize) -> ForwardLimits {
     ForwardLimits {
         wait: Duration::from_millis(wait_ms),
@@ -82,7 +72,7 @@ async fn answers_come_back_to_their_request_through_one_reply_list() {
         .answer_forwarded(&gone, ForwardReply::Result(json!({})))
         .await
         .unwrap();
-    let ttl: i64 = cli(&redis, &["PTTL", &gone.reply_to]).parse().unwrap();
+    let ttl: i64 = redis.cli(&["PTTL", &gone.reply_to]).parse().unwrap();
     assert!(ttl > 0 && ttl <= 60_000, "PTTL {ttl}");
 }
 
@@ -98,21 +88,25 @@ async fn timeouts_say_whether_a_worker_took_the_request_and_the_bound_refuses() 
     let forwarder = store.forwarder(limits(300, 1));
     let outcome = forwarder.forward("up", "prompts/list", json!({})).await;
     assert!(matches!(outcome, Ok(Outcome::NotTaken)), "{outcome:?}");
-    assert_eq!(cli(&redis, &["LLEN", &key]), "0", "taken back");
+    assert_eq!(redis.cli(&["LLEN", &key]), "0", "taken back");
 
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let popper = {
-        let store = store.clone();
+        let (store, stop) = (store.clone(), stop.clone());
         tokio::spawn(async move {
             let mut reader = store.forward_reader("up");
             // Popped (then skipped: less than a second left) and never answered.
-            loop {
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                 let _ = reader.next(Duration::from_millis(100)).await;
             }
         })
     };
     let outcome = forwarder.forward("up", "prompts/list", json!({})).await;
     assert!(matches!(outcome, Ok(Outcome::Unanswered)), "{outcome:?}");
-    popper.abort();
+    // Stopped, not aborted: an aborted task's BLPOP would stay blocked on the server and
+    // pop the next request.
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    popper.await.unwrap();
 
     let slow = store.forwarder(limits(5_000, 1));
     let first = tokio::spawn({

@@ -3,22 +3,10 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::Redis;
 use mcp_tasks_store::Store;
 use mcp_tasks_store::keys::{TALLIES_AT_KEY, TALLIES_KEY};
 use mcp_tasks_store::tally::{TALLY_STALE_MS, Tally};
-
-fn cli(redis: &Redis, args: &[&str]) -> String {
-    let out = Command::new("redis-cli")
-        .args(["-p", &redis.port.to_string()])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "redis-cli {args:?}");
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 /// A process that stopped writing (a SIGKILLed worker, a gateway of an old deploy) leaves
 /// its tally behind; the next write of any live process drops it once it is
@@ -34,22 +22,17 @@ async fn a_write_drops_the_tallies_of_processes_gone() {
     assert_eq!(store.publish_tally("gone", &tally(1)).await.unwrap(), 0);
     assert_eq!(store.publish_tally("alive", &tally(2)).await.unwrap(), 0);
     // "gone" last wrote just over TALLY_STALE_MS ago; "alive" just under.
-    let now: i64 = cli(
-        &redis,
-        &[
+    let now: i64 = redis
+        .cli(&[
             "EVAL",
             "local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000)",
             "0",
-        ],
-    )
-    .parse()
-    .unwrap();
+        ])
+        .parse()
+        .unwrap();
     let old = (now - TALLY_STALE_MS - 1_000).to_string();
     let recent = (now - TALLY_STALE_MS + 60_000).to_string();
-    cli(
-        &redis,
-        &["ZADD", TALLIES_AT_KEY, &old, "gone", &recent, "alive"],
-    );
+    redis.cli(&["ZADD", TALLIES_AT_KEY, &old, "gone", &recent, "alive"]);
 
     assert_eq!(store.publish_tally("writer", &tally(3)).await.unwrap(), 1);
     let mut left: Vec<String> = store
@@ -61,6 +44,6 @@ async fn a_write_drops_the_tallies_of_processes_gone() {
         .collect();
     left.sort();
     assert_eq!(left, ["alive", "writer"]);
-    assert_eq!(cli(&redis, &["ZCARD", TALLIES_AT_KEY]), "2");
-    assert_eq!(cli(&redis, &["HLEN", TALLIES_KEY]), "2");
+    assert_eq!(redis.cli(&["ZCARD", TALLIES_AT_KEY]), "2");
+    assert_eq!(redis.cli(&["HLEN", TALLIES_KEY]), "2");
 }

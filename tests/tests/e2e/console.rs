@@ -62,6 +62,29 @@ fn console_env() -> Vec<(&'static str, String)> {
     vec![("MCPT_CONSOLE", "on".to_owned())]
 }
 
+/// A Redis and a gateway with tokens (alice and bob) and the console on for alice alone.
+struct Guarded {
+    tokens: TwoTokens,
+    redis: RedisServer,
+    gateway: Gateway,
+}
+
+impl Guarded {
+    fn start() -> Result<Guarded> {
+        let tokens = TwoTokens::new()?;
+        let redis = RedisServer::start()?;
+        let mut env = tokens.env();
+        env.extend(console_env());
+        env.push(("MCPT_CONSOLE_PRINCIPALS", "alice".to_owned()));
+        let gateway = Gateway::start(&redis.url(), &env)?;
+        Ok(Guarded {
+            tokens,
+            redis,
+            gateway,
+        })
+    }
+}
+
 /// The task's status as the console API shows it.
 async fn console_status(client: &Client, id: &str) -> Result<String> {
     let a = get(client, &format!("/console/api/tasks/{id}")).await?;
@@ -427,12 +450,11 @@ async fn console_is_off_by_default() -> Result<()> {
 /// answers a non-console principal as it answers a bad token.
 #[tokio::test]
 async fn console_admits_only_its_principals() -> Result<()> {
-    let tokens = TwoTokens::new()?;
-    let redis = RedisServer::start()?;
-    let mut env = tokens.env();
-    env.extend(console_env());
-    env.push(("MCPT_CONSOLE_PRINCIPALS", "alice".to_owned()));
-    let gateway = Gateway::start(&redis.url(), &env)?;
+    let Guarded {
+        tokens: _tokens,
+        redis: _redis,
+        gateway,
+    } = Guarded::start()?;
     let anonymous = gateway.client();
     let bob = anonymous.with_token(BOB_TOKEN);
     let alice = anonymous.with_token(ALICE_TOKEN);
@@ -527,12 +549,11 @@ async fn console_admits_only_its_principals() -> Result<()> {
 /// longer holds that token (the principal keeps another one), the cookie opens nothing.
 #[tokio::test]
 async fn console_session_ends_when_its_token_is_revoked() -> Result<()> {
-    let tokens = TwoTokens::new()?;
-    let redis = RedisServer::start()?;
-    let mut env = tokens.env();
-    env.extend(console_env());
-    env.push(("MCPT_CONSOLE_PRINCIPALS", "alice".to_owned()));
-    let gateway = Gateway::start(&redis.url(), &env)?;
+    let Guarded {
+        tokens,
+        redis: _redis,
+        gateway,
+    } = Guarded::start()?;
     let client = gateway.client();
     let origin = format!("http://{}", gateway.addr);
     let form = [
@@ -575,12 +596,11 @@ async fn console_session_ends_when_its_token_is_revoked() -> Result<()> {
 /// answer is 429 with a message and `Retry-After`, whatever the token.
 #[tokio::test]
 async fn console_limits_sign_in_attempts() -> Result<()> {
-    let tokens = TwoTokens::new()?;
-    let redis = RedisServer::start()?;
-    let mut env = tokens.env();
-    env.extend(console_env());
-    env.push(("MCPT_CONSOLE_PRINCIPALS", "alice".to_owned()));
-    let gateway = Gateway::start(&redis.url(), &env)?;
+    let Guarded {
+        tokens: _tokens,
+        redis: _redis,
+        gateway,
+    } = Guarded::start()?;
     let client = gateway.client();
     let origin = format!("http://{}", gateway.addr);
     let form = [
@@ -782,12 +802,11 @@ fn cli(args: &[&str], env: &[(&str, &str)]) -> Result<(Option<i32>, String, Stri
 /// why; a bad filter is refused with the API's message.
 #[tokio::test]
 async fn cli_reads_the_console_with_url_and_token() -> Result<()> {
-    let tokens = TwoTokens::new()?;
-    let redis = RedisServer::start()?;
-    let mut env = tokens.env();
-    env.extend(console_env());
-    env.push(("MCPT_CONSOLE_PRINCIPALS", "alice".to_owned()));
-    let gateway = Gateway::start(&redis.url(), &env)?;
+    let Guarded {
+        tokens,
+        redis,
+        gateway,
+    } = Guarded::start()?;
     let _worker = Worker::start(&redis.url(), &tokens.env())?;
     let alice = gateway.client().with_token(ALICE_TOKEN);
     alice.wait_for_tool("sleep").await?;
@@ -846,12 +865,11 @@ async fn console_works_in_a_real_browser() -> Result<()> {
         dir.join("node_modules/playwright-core").exists(),
         "tests/console/node_modules is missing: run `npm ci --prefix tests/console` (tests/run-all.sh does)"
     );
-    let tokens = TwoTokens::new()?;
-    let redis = RedisServer::start()?;
-    let mut env = tokens.env();
-    env.extend(console_env());
-    env.push(("MCPT_CONSOLE_PRINCIPALS", "alice".to_owned()));
-    let gateway = Gateway::start(&redis.url(), &env)?;
+    let Guarded {
+        tokens,
+        redis,
+        gateway,
+    } = Guarded::start()?;
     let _worker = Worker::start(&redis.url(), &tokens.env())?;
     gateway
         .client()

@@ -45,6 +45,18 @@ impl Redis {
         panic!("redis-server did not start");
     }
 
+    /// `redis-cli` on this server, its output trimmed.
+    #[allow(dead_code)]
+    pub(crate) fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "redis-cli {args:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
     #[allow(dead_code)]
     pub(crate) fn publish(&self, channel: &str, payload: &str) {
         let out = Command::new("redis-cli")
