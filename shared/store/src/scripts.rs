@@ -56,7 +56,7 @@ impl Scripts {
             listener: script(include_str!("scripts/listener.lua")),
             touch_session: Script::new(include_str!("scripts/touch_session.lua")),
             session_slot: script(include_str!("scripts/session_slot.lua")),
-            defer: Script::new(include_str!("scripts/defer.lua")),
+            defer: script(include_str!("scripts/defer.lua")),
             stored: script(include_str!("scripts/stored.lua")),
             hold: script(include_str!("scripts/hold.lua")),
             unhold: script(include_str!("scripts/unhold.lua")),
@@ -67,6 +67,45 @@ impl Scripts {
             park: script(include_str!("scripts/park.lua")),
             rate: script(include_str!("scripts/rate.lua")),
             limits: script(include_str!("scripts/limits.lua")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PRELUDE;
+
+    /// The scripts loaded without the prelude (`Script::new` of the file alone).
+    const BARE: [(&str, &str); 4] = [
+        ("sweep_lease", include_str!("scripts/sweep_lease.lua")),
+        ("handover", include_str!("scripts/handover.lua")),
+        ("touch_session", include_str!("scripts/touch_session.lua")),
+        ("tally", include_str!("scripts/tally.lua")),
+    ];
+
+    /// A script loaded bare that calls a prelude function fails in Redis at run time
+    /// ("nonexistent global variable"); this finds it at build time instead.
+    #[test]
+    fn scripts_loaded_without_the_prelude_call_none_of_its_functions() {
+        let functions: Vec<&str> = PRELUDE
+            .lines()
+            .filter_map(|l| l.strip_prefix("local function ")?.split('(').next())
+            .collect();
+        assert!(functions.len() > 5, "prelude functions: {functions:?}");
+        for (name, body) in BARE {
+            for f in &functions {
+                // A call of `f`, not of a longer name ending in it (`unpack(` is not `ack(`).
+                let called = body.match_indices(&format!("{f}(")).any(|(at, _)| {
+                    !body[..at]
+                        .chars()
+                        .next_back()
+                        .is_some_and(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | ':'))
+                });
+                assert!(
+                    !called,
+                    "{name}.lua calls the prelude's {f} but is loaded without it"
+                );
+            }
         }
     }
 }

@@ -427,8 +427,14 @@ async fn fleet_retry_completes_on_the_third_attempt() -> Result<()> {
     client.cancel(&id).await?;
     let t = client.get(&id).await?;
     ensure!(t["status"] == "cancelled", "cancelled during the wait: {t}");
-    // Past the longest wait: the job came due and was skipped, not run.
-    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    // Until the job came due, went back to its queue and was skipped (neither waiting nor
+    // queued any more): it must not have run.
+    poll_until(WITHIN, || async {
+        let waiting = fleet.redis.cli(&["ZCARD", "mcpt:delayed:{default}"]).ok()?;
+        let queued = fleet.redis.cli(&["XLEN", "mcpt:queue:{default}"]).ok()?;
+        (waiting.trim() == "0" && queued.trim() == "0").then_some(())
+    })
+    .await?;
     ensure!(
         runs(stamps.path(), "down") == 1,
         "a cancelled call ran again"
