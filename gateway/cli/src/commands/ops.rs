@@ -323,7 +323,9 @@ pub(crate) async fn tasks_via(client: &Client, f: &TaskFilter) -> Result<(), Fai
         })
         .collect();
     if rows.is_empty() {
-        println!("no tasks seen that match");
+        // The console learns of a task from its creator's tally (written every few
+        // seconds), so one created a moment ago is not listed yet.
+        println!("no tasks seen that match (a task created just now is listed within about 10 s)");
     } else {
         table(
             &["TASK", "STATUS", "TOOL", "QUEUE", "AGE", "OWNER", "MESSAGE"],
