@@ -104,10 +104,15 @@ impl StrikeWatch {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Held jobs whose strike was lifted while no worker was up are released at start.
         let mut release = 1;
+        let mut pruned = tokio::time::Instant::now();
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
                 _ = tick.tick() => {}
+            }
+            if pruned.elapsed() >= mcp_tasks_store::strikes::PRUNE_EVERY {
+                pruned = tokio::time::Instant::now();
+                prune(&store, &queues).await;
             }
             if let Some(previous) = self.read(&store).await {
                 release = RELEASE_READS;
@@ -168,6 +173,19 @@ impl StrikeWatch {
                 }
                 Err(e) => tracing::warn!(task.id = %id, error = %e, "cannot cancel a struck task"),
             }
+        }
+    }
+}
+
+/// Drop the held jobs of `queues` whose task's TTL has ended.
+async fn prune(store: &Store, queues: &[String]) {
+    for queue in queues {
+        match store.prune_held(queue).await {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::info!(jobs = n, queue = %queue, "held jobs dropped: their tasks' TTL ended")
+            }
+            Err(e) => tracing::debug!(error = %e, "cannot prune held jobs; trying again later"),
         }
     }
 }

@@ -19,6 +19,7 @@ mod pages;
 mod rates;
 mod session;
 mod signin_limit;
+mod strike;
 mod view;
 
 use std::sync::Arc;
@@ -255,6 +256,22 @@ pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Respons
         return api::error(StatusCode::FORBIDDEN, "Origin missing or not this server");
     }
     let query = req.uri().query().map(str::to_owned);
+    let json_body = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    let body = if method == Method::POST {
+        match Limited::new(req.into_body(), MAX_FORM_BYTES)
+            .collect()
+            .await
+        {
+            Ok(b) => b.to_bytes(),
+            Err(_) => return api::error(StatusCode::PAYLOAD_TOO_LARGE, "request body too large"),
+        }
+    } else {
+        Bytes::new()
+    };
     let fragment = query.as_deref().is_some_and(|q| {
         api::pairs(q)
             .iter()
@@ -351,6 +368,24 @@ pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Respons
                 Err(res) => res,
             }
         }
+        (&Method::POST, ["strikes"]) => {
+            let done = strike::strike(state, (&body, json_body), &principal)
+                .await
+                .map(|_| ());
+            match done {
+                Ok(()) => see_other("/console/"),
+                Err((status, why)) => html(status, pages::refused(&why, shown)),
+            }
+        }
+        (&Method::POST, ["strikes", "restore"]) => {
+            let done = strike::restore(state, (&body, json_body), &principal)
+                .await
+                .map(|_| ());
+            match done {
+                Ok(()) => see_other("/console/"),
+                Err((status, why)) => html(status, pages::refused(&why, shown)),
+            }
+        }
         (&Method::POST, ["signout"]) => {
             let mut res = see_other("/console/signin");
             if let Ok(v) = HeaderValue::from_str(&Sessions::end()) {
@@ -359,7 +394,17 @@ pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Respons
             res
         }
         (_, ["api", rest @ ..]) => {
-            api_route(state, console, &method, rest, query.as_deref(), &principal).await
+            let body = (body.as_ref(), json_body);
+            api_route(
+                state,
+                console,
+                &method,
+                rest,
+                query.as_deref(),
+                body,
+                &principal,
+            )
+            .await
         }
         _ => not_found(),
     }
@@ -379,6 +424,7 @@ async fn api_route(
     method: &Method,
     rest: &[&str],
     query: Option<&str>,
+    (body, json_body): (&[u8], bool),
     principal: &str,
 ) -> Response<ResBody> {
     match (method, rest) {
@@ -440,10 +486,60 @@ async fn api_route(
                 Err(res) => res,
             }
         }
-        (&Method::GET, ["events"]) => events(state, console),
-        (_, ["queues" | "workers" | "tasks" | "events"] | ["tasks", _]) => {
-            api::error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here")
+        (&Method::GET, ["strikes"]) => match state.store.strikes().await {
+            Ok(list) => {
+                let rows: Vec<serde_json::Value> = list
+                    .0
+                    .iter()
+                    .map(|s| {
+                        serde_json::json!({
+                            "tool": s.tool,
+                            "where": s.when.as_ref().map(|(a, v)| format!("{a}={v}")),
+                            "describe": s.describe(),
+                            "since_ms": s.at_ms,
+                            "cancel_running": s.cancel_running,
+                        })
+                    })
+                    .collect();
+                api::ok(&serde_json::json!({ "strikes": rows }))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "console: strikes not read");
+                api::error(StatusCode::SERVICE_UNAVAILABLE, "redis unavailable; retry")
+            }
+        },
+        (&Method::POST, ["strikes"]) => {
+            let done = strike::strike(state, (body, json_body), principal).await;
+            match done {
+                Ok((s, new)) => api::ok(&serde_json::json!({
+                    "struck": s.describe(),
+                    "new": new,
+                    "cancel_running": s.cancel_running,
+                })),
+                Err((status, why)) => api::error(status, &why),
+            }
         }
+        (&Method::POST, ["strikes", "restore"]) => {
+            let done = strike::restore(state, (body, json_body), principal).await;
+            match done {
+                Ok(r) => api::ok(&match r.released {
+                    Ok(n) => serde_json::json!({ "restored": r.describe, "released": n }),
+                    Err(why) => serde_json::json!({
+                        "restored": r.describe,
+                        "released": null,
+                        "note": format!("held jobs not all queued again here ({why}): the workers queue the rest within a few seconds"),
+                    }),
+                }),
+                Err((status, why)) => api::error(status, &why),
+            }
+        }
+        (&Method::GET, ["events"]) => events(state, console),
+        (
+            _,
+            ["queues" | "workers" | "tasks" | "events" | "strikes"]
+            | ["tasks", _]
+            | ["strikes", "restore"],
+        ) => api::error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here"),
         _ => api::error(StatusCode::NOT_FOUND, "no such console API"),
     }
 }

@@ -93,12 +93,12 @@ pub(crate) fn overview_main(view: &View, fleet: &Fleet, scale: u64) -> Markup {
             h2 { "Queues" }
             @if fleet.queues.is_empty() { p { "No queues yet (no worker has started)." } } @else {
                 table aria-label="Queues" {
-                    thead { tr { th { "Queue" } th { "Depth" } th { "Lag" } th { "Pending (running)" } th { "Oldest waiting" } th { "Consumers" } th { "Run time p50" } th { "Run time p99" } } }
+                    thead { tr { th { "Queue" } th { "Depth" } th { "Lag" } th { "Pending (running)" } th { "Oldest waiting" } th { "Consumers" } th { "Held" } th { "Run time p50" } th { "Run time p99" } } }
                     tbody { @for q in &fleet.queues {
                         @let rt = view.run_time(Some(&q.name));
                         tr {
                             td { (q.name) } td.n { (q.length) } td.n { (q.lag) } td.n { (q.pending) }
-                            td.n { (q.oldest_waiting_ms.map_or_else(|| "-".to_owned(), age)) } td.n { (q.consumers) }
+                            td.n { (q.oldest_waiting_ms.map_or_else(|| "-".to_owned(), age)) } td.n { (q.consumers) } td.n { (q.held) }
                             td.n { (run_time(rt, |q| q.p50_ms)) } td.n { (run_time(rt, |q| q.p99_ms)) }
                         }
                     } }
@@ -149,13 +149,71 @@ pub(crate) fn overview_main(view: &View, fleet: &Fleet, scale: u64) -> Markup {
                     } } }
                 }
             }
+            (strikes(fleet))
         }
     }
 }
 
+/// The kill switch: the strikes in force, each with its Restore button (what
+/// `mcp-tasks restore` does).
+fn strikes(fleet: &Fleet) -> Markup {
+    html! {
+        h2 { "Strikes" }
+        @if fleet.strikes.is_empty() { p { "No strikes: every tool runs." } } @else {
+            table aria-label="Strikes" {
+                thead { tr { th { "Tool" } th { "Where" } th { "Since" } th { "Running calls" } th {} } }
+                tbody { @for s in &fleet.strikes { tr {
+                    td { (s.tool) } td { (s.when.as_deref().unwrap_or("-")) } td { (time(s.since_ms)) }
+                    td { @if s.cancel_running { "cancelled" } @else { "left to finish" } }
+                    td {
+                        form method="post" action="/console/strikes/restore" {
+                            input type="hidden" name="tool" value=(s.tool);
+                            @if let Some(w) = &s.when { input type="hidden" name="where" value=(w); }
+                            button type="submit" aria-label={ "Restore " (s.describe) } { "Restore" }
+                        }
+                    }
+                } } }
+            }
+        }
+    }
+}
+
+/// The form that strikes a tool: outside the live part, so a redraw never takes what is
+/// being typed.
+fn strike_form(fleet: &Fleet) -> Markup {
+    let mut names: Vec<&str> = fleet.tools.iter().map(|t| t.name.as_str()).collect();
+    names.dedup();
+    html! {
+        section.strike aria-label="Strike a tool" {
+            h2 { "Strike a tool" }
+            p.muted { "A strike refuses new calls with a tool error and holds queued ones until restored (or their TTL ends), on every gateway and worker within a second; as " code { "mcp-tasks strike" } " does." }
+            form method="post" action="/console/strikes" {
+                label { "Tool " input name="tool" required list="tool-names" autocomplete="off"; }
+                datalist id="tool-names" { @for n in &names { option value=(n) {} } }
+                label { "only where " input name="where" placeholder="ARG=VALUE" autocomplete="off"; }
+                label { input type="checkbox" name="cancel_running" value="on"; " cancel running calls" }
+                button type="submit" { "Strike" }
+            }
+        }
+    }
+}
+
+/// A form's action refused: what was wrong, and the way back.
+pub(crate) fn refused(why: &str, principal: Option<&str>) -> Markup {
+    let page = html! {
+        main {
+            h1 { "Not done" }
+            p.error role="alert" { (why) }
+            p { a href="/console/" { "Back to the overview" } }
+        }
+    };
+    layout("Not done", principal, page)
+}
+
 /// `GET /console/`.
 pub(crate) fn overview(view: &View, fleet: &Fleet, scale: u64, principal: Option<&str>) -> Markup {
-    layout("Overview", principal, overview_main(view, fleet, scale))
+    let page = html! { (overview_main(view, fleet, scale)) (strike_form(fleet)) };
+    layout("Overview", principal, page)
 }
 
 /// The task list's live part.

@@ -54,6 +54,8 @@ pub(crate) struct QueueRow {
     /// Age of the oldest job no worker has received yet.
     pub(crate) oldest_waiting_ms: Option<i64>,
     pub(crate) consumers: usize,
+    /// Jobs put aside by a strike (`mcpt:held:*`), run again on restore.
+    pub(crate) held: u64,
 }
 
 /// One worker (a consumer of one or more queues' groups).
@@ -80,6 +82,19 @@ pub(crate) struct ToolRow {
     pub(crate) stale: bool,
 }
 
+/// One strike in force (`mcp-tasks strike`, or the console's form).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct StrikeRow {
+    pub(crate) tool: String,
+    /// `ARG=VALUE`, when only such calls are struck.
+    #[serde(rename = "where")]
+    pub(crate) when: Option<String>,
+    /// How messages name it: `tool T` or `tool T where ARG=VALUE`.
+    pub(crate) describe: String,
+    pub(crate) since_ms: i64,
+    pub(crate) cancel_running: bool,
+}
+
 /// A task the console has seen: a summary (status, message, tool, owner, times; no
 /// result, error, input requests or answers, which a task's page reads from Redis).
 #[derive(Debug, Clone)]
@@ -94,6 +109,7 @@ pub(crate) struct Fleet {
     pub(crate) queues: Vec<QueueRow>,
     pub(crate) workers: Vec<WorkerRow>,
     pub(crate) tools: Vec<ToolRow>,
+    pub(crate) strikes: Vec<StrikeRow>,
     /// When the refresh ended (ms since the epoch); 0 before the first.
     pub(crate) refreshed_ms: i64,
     /// Why the last refresh failed, if it did.
@@ -382,7 +398,7 @@ fn shape(fleet: &Fleet) -> Fleet {
     f
 }
 
-/// One refresh: the processes' tallies, the queues, their consumers and tools; the tasks
+/// One refresh: the processes' tallies, the queues (with their held jobs), their consumers and tools, the strikes in force; the tasks
 /// not seen before (named by a tally or new in a queue stream since `cursors`). Whether
 /// anything an open page shows changed (a job waiting counts: its age moves).
 async fn refresh(
@@ -409,6 +425,7 @@ async fn refresh(
             .console_queue(&name, cursors, RECENT_PER_STREAM)
             .await?;
         let consumers = store.queue_consumers(&name).await?;
+        let held = store.held_count(&name).await?;
         let tools: BTreeSet<String> = adverts
             .iter()
             .filter(|a| a.queue == name && now - a.heartbeat_ms <= ADVERT_STALE_MS)
@@ -434,6 +451,7 @@ async fn refresh(
             pending: q.depth.pending,
             oldest_waiting_ms: q.oldest_waiting_ms.map(|t| (now - t).max(0)),
             consumers: consumers.len(),
+            held,
         });
         for j in q.recent {
             if view.task(&j.task_id).is_none() {
@@ -455,6 +473,19 @@ async fn refresh(
         })
         .collect();
     tools.sort_by(|a, b| a.name.cmp(&b.name));
+    let strikes = store
+        .strikes()
+        .await?
+        .0
+        .into_iter()
+        .map(|s| StrikeRow {
+            describe: s.describe(),
+            when: s.when.map(|(arg, value)| format!("{arg}={value}")),
+            tool: s.tool,
+            since_ms: s.at_ms,
+            cancel_running: s.cancel_running,
+        })
+        .collect();
     {
         let mut inner = view.write();
         if inner.history.len() >= HISTORY {
@@ -469,6 +500,7 @@ async fn refresh(
             queues,
             workers: workers.into_values().collect(),
             tools,
+            strikes,
             refreshed_ms: now_millis(),
             error: inner.fleet.error.clone(),
         };
@@ -587,6 +619,7 @@ mod tests {
                 pending: length,
                 oldest_waiting_ms: None,
                 consumers: 1,
+                held: 0,
             }],
             workers: vec![WorkerRow {
                 name: "w".to_owned(),
@@ -596,6 +629,7 @@ mod tests {
                 idle_ms,
             }],
             tools: Vec::new(),
+            strikes: Vec::new(),
             refreshed_ms: idle_ms as i64,
             error: None,
         };

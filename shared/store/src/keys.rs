@@ -135,6 +135,13 @@ pub fn held_key(stream: &str) -> String {
     }
 }
 
+/// `mcpt:held:{…}:ends` — when the task of each held job of one stream ends (zset: entry
+/// id → its task's creation + TTL in ms), so that held jobs of expired tasks are dropped
+/// (`prune_held.lua`) rather than kept until a restore. Same hash tag as the stream.
+pub fn held_ends_key(stream: &str) -> String {
+    format!("{}:ends", held_key(stream))
+}
+
 /// `mcpt:delayed:{…}` — the jobs of one stream waiting to be tried again, scored by when
 /// they are due (the stream's name with `delayed` for `queue`, keeping its hash tag).
 pub fn delayed_key(stream: &str) -> String {

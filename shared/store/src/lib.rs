@@ -11,7 +11,8 @@
 //! | `mcpt:queues` | set | every queue name a worker has served | worker start | — |
 //! | `mcpt:upstreams` | hash | `[[upstream]]` name → [`forward::UpstreamAdvert`] JSON (prompts, resources) | workers' heartbeats | stale after 15 s |
 //! | `mcpt:strikes` | hash | strike id (`TOOL` or `TOOL ARG=VALUE`) → [`strikes::Strike`] JSON | `mcp-tasks strike` / `restore` | — |
-//! | `mcpt:held:{NAME}` | hash | a struck tool's jobs taken off stream `mcpt:queue:{NAME}`: entry id → the entry's fields | `hold.lua` (worker), `unhold.lua` (restore) | entries leave when released |
+//! | `mcpt:held:{NAME}` | hash | a struck tool's jobs taken off stream `mcpt:queue:{NAME}`: entry id → the entry's fields | `hold.lua` (worker), `unhold.lua` (restore) | entries leave when released, or when their task's TTL ends (`prune_held.lua`) |
+//! | `mcpt:held:{NAME}:ends` | zset | held entry id → when its task's TTL ends (ms) | `hold.lua`, `unhold.lua` | entries leave on release, or with the held job once past (`prune_held.lua`, workers every 30 s) |
 //! | `mcpt:delayed:{NAME}` | sorted set | jobs of stream `mcpt:queue:{NAME}` waiting to be tried again (their fields as JSON), scored by when due | `retry.lua` (worker); `due.lua` moves them back | members leave when due |
 //! | `mcpt:running:{LIMIT}`, `mcpt:line:{LIMIT}`, `mcpt:asked:{LIMIT}` | sorted sets, hash | a concurrency limit's slots (task → lease end), its line (task → arrival), when each waiting task last asked ([`limits`]) | `acquire.lua`, workers' renewals and frees | slots lapse with their lease |
 //! | `mcpt:starts:{LIMIT}` | sorted set | a rate limit's starts in the window (task → ms) | `rate.lua` | a window after the last start |

@@ -25,6 +25,7 @@ pub(crate) struct Scripts {
     pub(crate) stored: Script,
     pub(crate) hold: Script,
     pub(crate) unhold: Script,
+    pub(crate) prune_held: Script,
     pub(crate) retry: Script,
     pub(crate) due: Script,
     pub(crate) acquire: Script,
@@ -60,6 +61,7 @@ impl Scripts {
             stored: script(include_str!("scripts/stored.lua")),
             hold: script(include_str!("scripts/hold.lua")),
             unhold: script(include_str!("scripts/unhold.lua")),
+            prune_held: Script::new(include_str!("scripts/prune_held.lua")),
             retry: script(include_str!("scripts/retry.lua")),
             due: script(include_str!("scripts/due.lua")),
             acquire: script(include_str!("scripts/acquire.lua")),
@@ -76,11 +78,12 @@ mod tests {
     use super::PRELUDE;
 
     /// The scripts loaded without the prelude (`Script::new` of the file alone).
-    const BARE: [(&str, &str); 4] = [
+    const BARE: [(&str, &str); 5] = [
         ("sweep_lease", include_str!("scripts/sweep_lease.lua")),
         ("handover", include_str!("scripts/handover.lua")),
         ("touch_session", include_str!("scripts/touch_session.lua")),
         ("tally", include_str!("scripts/tally.lua")),
+        ("prune_held", include_str!("scripts/prune_held.lua")),
     ];
 
     /// A script loaded bare that calls a prelude function fails in Redis at run time

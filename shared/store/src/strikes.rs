@@ -8,6 +8,8 @@
 //!   entry id → the entry's fields as a JSON array. A worker that reads a job of a struck
 //!   tool moves it here (`hold.lua`) instead of running it; a restore puts it back at the
 //!   end of its stream (`unhold.lua`), where the next free worker slot runs it.
+//! - `mcpt:held:{…}:ends` (zset, [`keys::held_ends_key`]): held entry id → when its task's
+//!   TTL ends. Workers drop held jobs past it every [`PRUNE_EVERY`] (`prune_held.lua`).
 //!
 //! Matching a job against the strikes happens here in Rust ([`Strikes::matching`]); the
 //! scripts only move entries.
@@ -19,6 +21,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{Job, Store, StoreResult, keys};
+
+/// How often workers drop held jobs whose task's TTL has ended (one script call per
+/// stream they serve).
+pub const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// One strike: new calls of `tool` (with `arg` = `value`, when given) are refused, its
 /// queued jobs held.
@@ -75,6 +81,73 @@ pub fn strike_id(tool: &str, when: Option<&(String, String)>) -> String {
         None => tool.to_owned(),
         Some((arg, value)) => format!("{tool} {arg}={value}"),
     }
+}
+
+/// `ARG=VALUE` (`--where` of `mcp-tasks strike`, the console's "where" field) as a pair.
+///
+/// # Errors
+/// No `=`, or an empty argument name; the message says so.
+pub fn parse_where(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((arg, value)) if !arg.trim().is_empty() => {
+            Ok((arg.trim().to_owned(), value.to_owned()))
+        }
+        _ => Err(format!(
+            "{text:?}: expected ARG=VALUE, an argument name and the value to match"
+        )),
+    }
+}
+
+/// Whether `strike` can be recorded against the tools `adverts` advertise: `Err` says why
+/// not. A tool name with white space is refused; so is a `where` naming no argument of
+/// the tool (it would match no call), checked where the tool is advertised with named
+/// properties. A tool no worker advertises is accepted: it may be struck before it starts.
+///
+/// # Errors
+/// As above.
+pub fn check(strike: &Strike, adverts: &[crate::registry::ToolAdvert]) -> Result<(), String> {
+    let tool = &strike.tool;
+    if tool.trim().is_empty() || tool.contains(char::is_whitespace) {
+        return Err(format!("{tool:?} is not a tool name"));
+    }
+    let schemas: Vec<&Value> = adverts
+        .iter()
+        .filter(|a| a.tool.name == *tool)
+        .map(|a| &a.tool.input_schema)
+        .collect();
+    if let Some((arg, _)) = &strike.when
+        && let Some(names) = argument_names(&schemas)
+        && !names.iter().any(|n| n == arg)
+    {
+        return Err(format!(
+            "tool {tool} has no argument {arg:?} to match (its arguments: {})",
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            }
+        ));
+    }
+    Ok(())
+}
+
+/// The argument names the advertised input schemas `schemas` of one tool declare (the
+/// union over workers); `None` when there is no advert or one declares no `properties`
+/// (then any argument may be passed and none can be refused).
+fn argument_names(schemas: &[&Value]) -> Option<Vec<String>> {
+    if schemas.is_empty() {
+        return None;
+    }
+    let mut names = Vec::new();
+    for schema in schemas {
+        for name in schema.get("properties")?.as_object()?.keys() {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+    }
+    names.sort();
+    Some(names)
 }
 
 /// Every strike in force.
@@ -161,6 +234,7 @@ impl Store {
             .key(self.layout.task_key(&d.task_id, &d.owner))
             .key(&d.stream)
             .key(keys::held_key(&d.stream))
+            .key(keys::held_ends_key(&d.stream))
             .arg(self.layout.events_channel(&d.task_id))
             .arg(keys::GROUP)
             .arg(&d.entry)
@@ -203,6 +277,42 @@ impl Store {
         Ok(out)
     }
 
+    /// How many jobs are held on the streams of `queue` (one `HLEN` per stream).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn held_count(&self, queue: &str) -> StoreResult<u64> {
+        let mut con = self.con.clone();
+        let mut n = 0;
+        for stream in self.layout.queue_streams(queue) {
+            let len: u64 = con.hlen(keys::held_key(&stream)).await?;
+            n += len;
+        }
+        Ok(n)
+    }
+
+    /// Drop the held jobs of `queue` whose task's TTL has ended (their tasks are gone);
+    /// how many. One script call per stream, each dropping at most 1,000.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn prune_held(&self, queue: &str) -> StoreResult<u64> {
+        let mut con = self.con.clone();
+        let mut n = 0;
+        for stream in self.layout.queue_streams(queue) {
+            let dropped: u64 = self
+                .scripts
+                .prune_held
+                .key(keys::held_key(&stream))
+                .key(keys::held_ends_key(&stream))
+                .arg(1000)
+                .invoke_async(&mut con)
+                .await?;
+            n += dropped;
+        }
+        Ok(n)
+    }
+
     /// Put `job` back at the end of its stream (or drop it when its task ended
     /// meanwhile), with status message `message`; `true` when queued again.
     ///
@@ -216,6 +326,7 @@ impl Store {
             .key(keys::held_key(&job.stream))
             .key(&job.stream)
             .key(self.layout.task_key(&job.task_id, &job.owner))
+            .key(keys::held_ends_key(&job.stream))
             .arg(self.layout.events_channel(&job.task_id))
             .arg(&job.entry)
             .arg(message)
@@ -251,6 +362,17 @@ impl Store {
         }
         Ok(released)
     }
+
+    /// Release the held jobs of every queue that no strike in force covers any more (what
+    /// a restore does at once, and workers within seconds); how many were queued again.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn release_all_held(&self) -> StoreResult<usize> {
+        let left = self.strikes().await?;
+        let queues = self.queue_names().await?;
+        self.release_held(&queues, &left).await
+    }
 }
 
 #[cfg(test)]
@@ -282,5 +404,27 @@ mod tests {
         assert!(n.matches("deploy", &json!({"n": "3"})));
         assert_eq!(repo.id(), "deploy repo=web");
         assert_eq!(repo.describe(), "tool deploy where repo=web");
+    }
+
+    #[test]
+    fn where_takes_arg_equals_value() {
+        assert_eq!(parse_where("repo=web"), Ok(("repo".into(), "web".into())));
+        assert_eq!(parse_where("q=a=b"), Ok(("q".into(), "a=b".into())));
+        assert_eq!(parse_where("n="), Ok(("n".into(), String::new())));
+        assert!(parse_where("repo").is_err());
+        assert!(parse_where("=web").is_err());
+    }
+
+    #[test]
+    fn argument_names_come_from_the_advertised_schemas() {
+        let a = json!({"type": "object", "properties": {"repo": {}, "n": {}}});
+        let b = json!({"type": "object", "properties": {"env": {}}});
+        let open = json!({"type": "object"});
+        assert_eq!(
+            argument_names(&[&a, &b]),
+            Some(vec!["env".into(), "n".into(), "repo".into()])
+        );
+        assert_eq!(argument_names(&[&a, &open]), None);
+        assert_eq!(argument_names(&[]), None);
     }
 }

@@ -392,6 +392,194 @@ async fn console_events_signal_real_changes_only() -> Result<()> {
     Ok(())
 }
 
+/// Issue 19 §4 ("and the same from the console"): the overview's Strike form refuses new
+/// calls of the tool on the gateway, a queued call is held (the queue's Held column counts
+/// it), the strike is listed with a Restore button and in `/console/api/strikes`, and
+/// Restore runs the held call. Bad asks get a message that says what was wrong and change
+/// nothing; without this server's Origin they are refused.
+#[tokio::test]
+async fn console_strikes_a_tool_and_restores_it() -> Result<()> {
+    let redis = RedisServer::start()?;
+    let gateway = Gateway::start(&redis.url(), &console_env())?;
+    let worker = Worker::start(&redis.url(), &[("MCPT_CONCURRENCY", "1".to_owned())])?;
+    let client = gateway.client();
+    client.wait_for_tool("sleep").await?;
+    let origin = format!("http://{}", gateway.addr);
+    let form = [
+        ("origin", origin.as_str()),
+        ("content-type", "application/x-www-form-urlencoded"),
+    ];
+    let overview = get(&client, "/console/").await?;
+    assert!(
+        overview.text.contains("No strikes")
+            && overview.text.contains("action=\"/console/strikes\""),
+        "the overview offers the strike form: {}",
+        overview.text
+    );
+
+    // One slot: a long call occupies it, so the next waits in the queue.
+    let long = client
+        .start_task("sleep", json!({"ms": 60_000, "steps": 1}))
+        .await?;
+    client.wait_status(&long, "working", WITHIN).await?;
+    let queued = client.start_task("sleep", json!({"ms": 10})).await?;
+
+    // Refused: no Origin; a bad argument name; a malformed where; an unknown field.
+    let a = send(&client, "POST", "/console/strikes", &[], "tool=sleep").await?;
+    assert_eq!(a.status, 403, "{}", a.text);
+    for (body, want) in [
+        (
+            "tool=sleep&where=colour%3Dred",
+            "has no argument &quot;colour&quot; to match (its arguments: ms, steps)",
+        ),
+        ("tool=sleep&where=colour", "expected ARG=VALUE"),
+        ("tool=sleep&colour=red", "unknown field"),
+        ("tool=a+b", "is not a tool name"),
+    ] {
+        let a = send(&client, "POST", "/console/strikes", &form, body).await?;
+        assert_eq!(a.status, 400, "{body}: {}", a.text);
+        assert!(a.text.contains(want), "{body}: {}", a.text);
+    }
+    let listed = get(&client, "/console/api/strikes").await?.json()?;
+    assert_eq!(listed["strikes"], json!([]), "nothing struck by bad asks");
+
+    // Strike from the form: new calls get a tool error naming it, on the gateway.
+    let a = send(&client, "POST", "/console/strikes", &form, "tool=sleep").await?;
+    assert_eq!(a.status, 303, "{}", a.text);
+    assert_eq!(a.headers["location"], "/console/");
+    assert!(
+        gateway
+            .process
+            .log_text()
+            .contains("console: tool sleep struck by anonymous"),
+        "the strike is logged with its principal"
+    );
+    // Until this gateway reads the strikes (at most a second), calls still start: each is
+    // then held like the queued one.
+    let mut queued = vec![queued];
+    let refused = loop {
+        let r = client
+            .call("sleep", json!({"ms": 1}), &mcp_tasks_tests::caps_tasks())
+            .await?;
+        let result = &r.body["result"];
+        if result["isError"] == true {
+            break result["content"][0]["text"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned();
+        }
+        let id = result["taskId"]
+            .as_str()
+            .context("neither a task nor refused")?;
+        queued.push(id.to_owned());
+        assert!(queued.len() < 20, "still not refused: {}", r.body);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(refused.contains("tool sleep is struck"), "{refused}");
+    let listed = get(&client, "/console/api/strikes").await?.json()?;
+    assert_eq!(listed["strikes"][0]["describe"], "tool sleep", "{listed}");
+
+    poll_until(WITHIN, || async {
+        worker
+            .process
+            .log_text()
+            .contains("strikes changed: 1 in force")
+            .then_some(())
+    })
+    .await
+    .context("the worker never saw the strike")?;
+
+    // The long call ends (cancelled from the console): the worker takes the queued one
+    // and holds it.
+    let a = send(
+        &client,
+        "POST",
+        &format!("/console/api/tasks/{long}/cancel"),
+        &[("origin", &origin)],
+        "",
+    )
+    .await?;
+    assert_eq!(a.status, 200, "{}", a.text);
+    let held = poll_until(WITHIN, || async {
+        let t = client.get(&queued[0]).await?;
+        let message = t["statusMessage"].as_str().unwrap_or("").to_owned();
+        if message.starts_with("held:") {
+            Ok(t)
+        } else {
+            bail!("not held yet: {t}")
+        }
+    })
+    .await?;
+    assert_eq!(held["status"], "working", "{held}");
+    let page = poll_until(WITHIN, || async {
+        let q = get(&client, "/console/api/queues").await?.json()?;
+        if q["queues"][0]["held"] == queued.len() {
+            get(&client, "/console/").await
+        } else {
+            bail!("held not counted yet: {q}")
+        }
+    })
+    .await?;
+    assert!(
+        page.text.contains("aria-label=\"Restore tool sleep\""),
+        "the strike is listed with its Restore button: {}",
+        page.text
+    );
+
+    // Restore: a strike not in force is named as such; the real one runs the held call.
+    let a = send(
+        &client,
+        "POST",
+        "/console/api/strikes/restore",
+        &[("origin", &origin), ("content-type", "application/json")],
+        r#"{"tool": "sleep", "where": "ms=1"}"#,
+    )
+    .await?;
+    assert_eq!(a.status, 404, "{}", a.text);
+    assert!(
+        a.json()?["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no strike on tool sleep where ms=1"),
+        "{}",
+        a.text
+    );
+    let a = send(
+        &client,
+        "POST",
+        "/console/strikes/restore",
+        &form,
+        "tool=sleep",
+    )
+    .await?;
+    assert_eq!(a.status, 303, "{}", a.text);
+    for id in &queued {
+        client.wait_status(id, "completed", WITHIN).await?;
+    }
+    assert_eq!(
+        get(&client, "/console/api/strikes").await?.json()?["strikes"],
+        json!([])
+    );
+    poll_until(WITHIN, || async {
+        let r = client
+            .call("sleep", json!({"ms": 1}), &mcp_tasks_tests::caps_tasks())
+            .await?;
+        if r.body["result"]["isError"] == true {
+            bail!("still refused: {}", r.body);
+        }
+        Ok(())
+    })
+    .await
+    .context("calls run again after the restore")?;
+    assert!(
+        gateway
+            .process
+            .log_text()
+            .contains("console: tool sleep restored by anonymous")
+    );
+    Ok(())
+}
+
 /// Issue 15 §4: against a Redis Cluster (8 shards over 3 masters) the console reads every
 /// shard stream: the task shows in the list and its queue's depth, and Cancel ends it.
 #[tokio::test]

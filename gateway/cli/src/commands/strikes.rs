@@ -4,9 +4,7 @@
 //! held jobs back on their queues at once (workers would within a few seconds too).
 
 use mcp_tasks_shared::protocol::time::{now_millis, rfc3339_millis};
-use mcp_tasks_store::Store;
-use mcp_tasks_store::strikes::{Strike, strike_id};
-use serde_json::Value;
+use mcp_tasks_store::strikes::{self, Strike, strike_id};
 
 use super::Fail;
 use super::ops::{TIMEOUT, ask, connect, table};
@@ -16,14 +14,7 @@ use super::ops::{TIMEOUT, ask, connect, table};
 /// # Errors
 /// No `=`, or an empty argument name.
 pub(crate) fn parse_where(text: &str) -> Result<(String, String), String> {
-    match text.split_once('=') {
-        Some((arg, value)) if !arg.trim().is_empty() => {
-            Ok((arg.trim().to_owned(), value.to_owned()))
-        }
-        _ => Err(format!(
-            "--where {text:?}: expected ARG=VALUE, an argument name and the value to match"
-        )),
-    }
+    strikes::parse_where(text).map_err(|e| format!("--where {e}"))
 }
 
 /// `strike TOOL [--where ARG=VALUE] [--cancel-running]`.
@@ -33,38 +24,18 @@ pub(crate) async fn strike(
     when: Option<(String, String)>,
     cancel_running: bool,
 ) -> Result<(), Fail> {
-    if tool.trim().is_empty() || tool.contains(char::is_whitespace) {
-        return Err(Fail::usage(format!("{tool:?} is not a tool name")));
-    }
-    let store = connect(url).await?;
     let strike = Strike {
         tool: tool.to_owned(),
         when,
         at_ms: now_millis(),
         cancel_running,
     };
+    // The name first, before any connection: no advert needed to refuse it.
+    strikes::check(&strike, &[]).map_err(Fail::usage)?;
+    let store = connect(url).await?;
     let adverts = ask(url, store.adverts()).await?;
-    let schemas: Vec<&Value> = adverts
-        .iter()
-        .filter(|a| a.tool.name == tool)
-        .map(|a| &a.tool.input_schema)
-        .collect();
-    let known = !schemas.is_empty();
-    // A --where naming no argument of the tool would match no call: refuse it rather than
-    // strike nothing. Checked only where the tool is advertised with named properties.
-    if let Some((arg, _)) = &strike.when
-        && let Some(names) = argument_names(&schemas)
-        && !names.iter().any(|n| n == arg)
-    {
-        return Err(Fail::usage(format!(
-            "--where {arg}=…: tool {tool} has no argument {arg:?} (its arguments: {})",
-            if names.is_empty() {
-                "none".to_owned()
-            } else {
-                names.join(", ")
-            }
-        )));
-    }
+    strikes::check(&strike, &adverts).map_err(Fail::usage)?;
+    let known = adverts.iter().any(|a| a.tool.name == tool);
     let new = ask(url, store.strike(&strike)).await?;
     if !known {
         eprintln!("mcp-tasks: note: no worker advertises a tool named {tool}; struck anyway");
@@ -117,7 +88,7 @@ pub(crate) async fn restore(
     .describe();
     // The strike is lifted: that is the command's work, done. Releasing the held jobs here
     // only saves the workers their few seconds; when it fails, they release the rest.
-    match tokio::time::timeout(TIMEOUT, release(&store)).await {
+    match tokio::time::timeout(TIMEOUT, store.release_all_held()).await {
         Ok(Ok(released)) => println!("restored {what}: {released} held jobs queued again"),
         Ok(Err(e)) => println!(
             "restored {what}; held jobs not all queued again here ({}): the workers queue \
@@ -131,32 +102,6 @@ pub(crate) async fn restore(
         ),
     }
     Ok(())
-}
-
-/// Queue again the held jobs no strike in force covers; how many.
-async fn release(store: &Store) -> Result<usize, mcp_tasks_store::StoreError> {
-    let left = store.strikes().await?;
-    let queues = store.queue_names().await?;
-    store.release_held(&queues, &left).await
-}
-
-/// The argument names the advertised input schemas `schemas` of one tool declare (the
-/// union over workers); `None` when there is no advert or one declares no `properties`
-/// (then any argument may be passed and none can be refused).
-fn argument_names(schemas: &[&Value]) -> Option<Vec<String>> {
-    if schemas.is_empty() {
-        return None;
-    }
-    let mut names = Vec::new();
-    for schema in schemas {
-        for name in schema.get("properties")?.as_object()?.keys() {
-            if !names.contains(name) {
-                names.push(name.clone());
-            }
-        }
-    }
-    names.sort();
-    Some(names)
 }
 
 /// `strikes`: the strikes in force.
@@ -183,31 +128,4 @@ pub(crate) async fn list(url: &str) -> Result<(), Fail> {
         .collect();
     table(&["TOOL", "WHERE", "SINCE", "RUNNING"], &rows);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn where_takes_arg_equals_value() {
-        assert_eq!(parse_where("repo=web"), Ok(("repo".into(), "web".into())));
-        assert_eq!(parse_where("q=a=b"), Ok(("q".into(), "a=b".into())));
-        assert_eq!(parse_where("n="), Ok(("n".into(), String::new())));
-        assert!(parse_where("repo").is_err());
-        assert!(parse_where("=web").is_err());
-    }
-
-    #[test]
-    fn argument_names_come_from_the_advertised_schemas() {
-        let a = serde_json::json!({"type": "object", "properties": {"repo": {}, "n": {}}});
-        let b = serde_json::json!({"type": "object", "properties": {"env": {}}});
-        let open = serde_json::json!({"type": "object"});
-        assert_eq!(
-            argument_names(&[&a, &b]),
-            Some(vec!["env".into(), "n".into(), "repo".into()])
-        );
-        assert_eq!(argument_names(&[&a, &open]), None);
-        assert_eq!(argument_names(&[]), None);
-    }
 }

@@ -2,10 +2,11 @@
 -- aside). A job whose task ended meanwhile is dropped instead. One whose task hash is not
 -- found is queued again all the same: an expired task's job is then skipped by start.lua,
 -- and a key built wrongly here cannot silently drop a job that still has a task.
--- KEYS[1] held hash   KEYS[2] queue stream   KEYS[3] task hash
+-- KEYS[1] held hash   KEYS[2] queue stream   KEYS[3] task hash   KEYS[4] held jobs' ends
 -- ARGV[1] channel  ARGV[2] held entry id (the field in the held hash)  ARGV[3] status message
 -- Returns 1 when queued again, 0 when dropped or no longer held.
 local fields = redis.call('HGET', KEYS[1], ARGV[2])
+redis.call('ZREM', KEYS[4], ARGV[2])
 if not fields then return 0 end
 local task = load(KEYS[3])
 if task and is_terminal(task.status) then
