@@ -363,7 +363,9 @@ async fn dispatch_traced(
             }
         };
         let elapsed = started.elapsed();
-        tracing::info!(
+        tracing::event!(
+            target: "access",
+            tracing::Level::INFO,
             rpc.method = %method,
             outcome = status,
             http.status = response.status().as_u16(),

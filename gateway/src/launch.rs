@@ -181,7 +181,13 @@ pub(crate) async fn start(
             return Err(e);
         }
     };
-    tracing::info!(task.id = %id, tool.name = %name, "task {id} created");
+    tracing::event!(
+        target: "access",
+        tracing::Level::INFO,
+        task.id = %id,
+        tool.name = %name,
+        "task {id} created"
+    );
     mcp_tasks_shared::tally::created(&id, owner, &tool.queue);
     mcp_tasks_shared::metrics::get().tasks_created.add(
         1,

@@ -1,7 +1,10 @@
 //! Logs, traces and metrics for one process.
 //!
 //! - Logs: `RUST_LOG` filters (default `info`), `MCPT_LOG_FORMAT=json` for JSON lines, on
-//!   stderr (stdout carries only the `listening on` contract line).
+//!   stderr (stdout carries only the `listening on` contract line). The access log (one line
+//!   per request, created task and finished job, log target [`ACCESS`]) is off unless
+//!   `MCPT_ACCESS_LOG=on` or `RUST_LOG` names it: at thousands of tasks a second, formatting
+//!   and writing those lines was a sixth of the gateway's and workers' CPU.
 //! - Traces: `tracing` spans exported by OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
 //!   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set; HTTP/protobuf unless
 //!   `OTEL_EXPORTER_OTLP_PROTOCOL=grpc`. Every other knob is a standard `OTEL_*` variable read by
@@ -25,6 +28,10 @@
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
+
+/// The access log's target: `tracing::info!(target: ACCESS, …)` (the macros need the
+/// literal, `"access"`; this names it for the filter).
+pub const ACCESS: &str = "access";
 
 use opentelemetry::propagation::TextMapPropagator as _;
 use opentelemetry::trace::{TraceContextExt as _, TracerProvider as _};
@@ -183,7 +190,10 @@ pub fn init(service: &'static str) -> Result<Telemetry, String> {
     mcp_tasks_store::observe::set_observer(count_store_events);
     let _ = TRACING.set(tracer.is_some());
 
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = log_filter(
+        std::env::var("RUST_LOG").ok().as_deref(),
+        std::env::var(crate::config::ENV_ACCESS_LOG).ok().as_deref(),
+    )?;
     let json = std::env::var(crate::config::ENV_LOG_FORMAT).is_ok_and(|v| v == "json");
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let fmt = tracing_subscriber::fmt::layer()
@@ -221,6 +231,34 @@ pub fn init(service: &'static str) -> Result<Telemetry, String> {
         );
     }
     Ok(Telemetry { tracer, meter })
+}
+
+/// The log filter: `RUST_LOG` (default `info`), with the access log on when `access` is
+/// `on`, off when it is `off` or unset and `RUST_LOG` does not name it.
+///
+/// # Errors
+/// `access` neither `on` nor `off`, or a malformed `RUST_LOG`.
+fn log_filter(rust_log: Option<&str>, access: Option<&str>) -> Result<EnvFilter, String> {
+    let on = match access.map(str::trim) {
+        None | Some("" | "off") => false,
+        Some("on") => true,
+        Some(other) => {
+            return Err(format!(
+                "{}={other:?}: expected on or off",
+                crate::config::ENV_ACCESS_LOG
+            ));
+        }
+    };
+    let base = rust_log.filter(|l| !l.trim().is_empty()).unwrap_or("info");
+    let named = base.split(',').any(|d| d.trim().starts_with(ACCESS));
+    let extra = if on {
+        format!(",{ACCESS}=info")
+    } else if named {
+        String::new()
+    } else {
+        format!(",{ACCESS}=off")
+    };
+    EnvFilter::try_new(format!("{base}{extra}")).map_err(|e| format!("RUST_LOG={base:?}: {e}"))
 }
 
 /// The store's reports as metrics.
@@ -331,7 +369,29 @@ fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
-    use super::escape_controls;
+    use super::{escape_controls, log_filter};
+
+    /// The access log is off by default, on with `MCPT_ACCESS_LOG=on` whatever `RUST_LOG`
+    /// says, left to `RUST_LOG` when it names it; a bad value is an error naming it.
+    #[test]
+    fn the_access_log_is_off_unless_asked_for() {
+        let shown = |rust_log, access| log_filter(rust_log, access).unwrap().to_string();
+        assert!(
+            shown(None, None).contains("access=off"),
+            "{}",
+            shown(None, None)
+        );
+        assert!(shown(Some("debug"), Some("off")).contains("access=off"));
+        assert!(shown(Some("warn"), Some("on")).contains("access=info"));
+        let named = shown(Some("warn,access=info"), None);
+        assert!(!named.contains("access=off"), "{named}");
+        let e = log_filter(None, Some("yes")).unwrap_err();
+        assert!(
+            e.contains("MCPT_ACCESS_LOG=\"yes\": expected on or off"),
+            "{e}"
+        );
+        assert!(log_filter(Some("info,[=bad"), None).is_err());
+    }
 
     #[test]
     fn control_characters_in_log_fields_are_escaped() {

@@ -35,6 +35,10 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// Log format: `text` or `json`.
 pub const ENV_LOG_FORMAT: &str = "MCPT_LOG_FORMAT";
 
+/// The access log (`on` or `off`, the default): one line per request, created task and
+/// finished job, under the log target [`crate::telemetry::ACCESS`].
+pub const ENV_ACCESS_LOG: &str = "MCPT_ACCESS_LOG";
+
 /// A bad configuration value.
 #[derive(Debug, thiserror::Error)]
 #[error("{var}={value:?}: expected {expected}")]

@@ -65,6 +65,7 @@ impl Runner {
         };
         self.settle(&d, fence, &finish).await;
         tracing::info!(
+            target: "access",
             duration_ms = started.elapsed().as_millis() as u64,
             "job finished"
         );
