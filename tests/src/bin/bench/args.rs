@@ -20,8 +20,9 @@ HOW TO RUN
 
   By default it starts its own stack from the binaries beside the bench executable (or
   MCPT_BIN_DIR): a private redis-server (REDIS_SERVER_BIN), one gateway and one worker
-  (MCPT_TOOLS=demo, MCPT_CONCURRENCY=--worker-concurrency, limits off; --workers N for more). RUST_LOG is passed
-  on to them (the default, info, logs a line per created task). Everything shares this
+  (MCPT_TOOLS=demo, MCPT_CONCURRENCY=--worker-concurrency, limits off; --workers N for more). RUST_LOG and
+  MCPT_ACCESS_LOG are passed on to them (the access log, a line per request, created task
+  and finished job, is off unless MCPT_ACCESS_LOG=on). Everything shares this
   machine's cores with the bench process itself; the CPU table shows who used what.
   DUR is like 500ms, 2s, 1m.
 
