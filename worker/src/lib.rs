@@ -261,6 +261,11 @@ pub async fn run_serving(
         ));
     }
     tokio::spawn(strikes.watch(store.clone(), config.queues.clone(), hub_stop.clone()));
+    tokio::spawn(strikes::prune_held(
+        store.clone(),
+        config.queues.clone(),
+        hub_stop.clone(),
+    ));
 
     let tally = tokio::spawn(mcp_tasks_shared::tally::publish(
         store.clone(),

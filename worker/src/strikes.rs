@@ -104,15 +104,10 @@ impl StrikeWatch {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Held jobs whose strike was lifted while no worker was up are released at start.
         let mut release = 1;
-        let mut pruned = tokio::time::Instant::now();
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
                 _ = tick.tick() => {}
-            }
-            if pruned.elapsed() >= mcp_tasks_store::strikes::PRUNE_EVERY {
-                pruned = tokio::time::Instant::now();
-                prune(&store, &queues).await;
             }
             if let Some(previous) = self.read(&store).await {
                 release = RELEASE_READS;
@@ -177,15 +172,30 @@ impl StrikeWatch {
     }
 }
 
-/// Drop the held jobs of `queues` whose task's TTL has ended.
-async fn prune(store: &Store, queues: &[String]) {
-    for queue in queues {
-        match store.prune_held(queue).await {
-            Ok(0) => {}
-            Ok(n) => {
-                tracing::info!(jobs = n, queue = %queue, "held jobs dropped: their tasks' TTL ended")
+/// Every [`PRUNE_EVERY`](mcp_tasks_store::strikes::PRUNE_EVERY) until `stop`, drop the
+/// held jobs of `queues` whose task's TTL has ended. A loop of its own, so that many
+/// streams never delay the strikes' once-a-second read.
+pub(crate) async fn prune_held(store: Store, queues: Vec<String>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(mcp_tasks_store::strikes::PRUNE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        for queue in &queues {
+            match store.prune_held(queue).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(
+                    jobs = n,
+                    queue = %queue,
+                    "held jobs dropped: their tasks' TTL ended"
+                ),
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "cannot drop held jobs of expired tasks; trying again in 30 s"
+                ),
             }
-            Err(e) => tracing::debug!(error = %e, "cannot prune held jobs; trying again later"),
         }
     }
 }

@@ -267,7 +267,18 @@ pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Respons
             .await
         {
             Ok(b) => b.to_bytes(),
-            Err(_) => return api::error(StatusCode::PAYLOAD_TOO_LARGE, "request body too large"),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                return api::error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!("request body over {MAX_FORM_BYTES} bytes"),
+                );
+            }
+            Err(e) => {
+                return api::error(
+                    StatusCode::BAD_REQUEST,
+                    &format!("request body not read: {e}"),
+                );
+            }
         }
     } else {
         Bytes::new()
@@ -369,20 +380,25 @@ pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Respons
             }
         }
         (&Method::POST, ["strikes"]) => {
-            let done = strike::strike(state, (&body, json_body), &principal)
-                .await
-                .map(|_| ());
-            match done {
-                Ok(()) => see_other("/console/"),
+            match strike::strike(state, (&body, json_body), &principal).await {
+                // A name no worker advertises may be a typo: the operator reads the note.
+                Ok(struck) if !struck.known => {
+                    shown_now(state, console).await;
+                    html(StatusCode::OK, pages::done(&struck.message(), shown))
+                }
+                Ok(_) => {
+                    shown_now(state, console).await;
+                    see_other("/console/")
+                }
                 Err((status, why)) => html(status, pages::refused(&why, shown)),
             }
         }
         (&Method::POST, ["strikes", "restore"]) => {
-            let done = strike::restore(state, (&body, json_body), &principal)
-                .await
-                .map(|_| ());
-            match done {
-                Ok(()) => see_other("/console/"),
+            match strike::restore(state, (&body, json_body), &principal).await {
+                Ok(_) => {
+                    shown_now(state, console).await;
+                    see_other("/console/")
+                }
                 Err((status, why)) => html(status, pages::refused(&why, shown)),
             }
         }
@@ -509,18 +525,25 @@ async fn api_route(
             }
         },
         (&Method::POST, ["strikes"]) => {
-            let done = strike::strike(state, (body, json_body), principal).await;
-            match done {
-                Ok((s, new)) => api::ok(&serde_json::json!({
-                    "struck": s.describe(),
-                    "new": new,
-                    "cancel_running": s.cancel_running,
-                })),
+            match strike::strike(state, (body, json_body), principal).await {
+                Ok(struck) => {
+                    shown_now(state, console).await;
+                    api::ok(&serde_json::json!({
+                        "struck": struck.strike.describe(),
+                        "new": struck.new,
+                        "known": struck.known,
+                        "cancel_running": struck.strike.cancel_running,
+                        "message": struck.message(),
+                    }))
+                }
                 Err((status, why)) => api::error(status, &why),
             }
         }
         (&Method::POST, ["strikes", "restore"]) => {
             let done = strike::restore(state, (body, json_body), principal).await;
+            if done.is_ok() {
+                shown_now(state, console).await;
+            }
             match done {
                 Ok(r) => api::ok(&match r.released {
                     Ok(n) => serde_json::json!({ "restored": r.describe, "released": n }),
@@ -541,6 +564,15 @@ async fn api_route(
             | ["strikes", "restore"],
         ) => api::error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here"),
         _ => api::error(StatusCode::NOT_FOUND, "no such console API"),
+    }
+}
+
+/// After a strike or restore: the strikes in force into the console's memory now, so the
+/// page the operator lands on shows them (the refresh would within 2 s).
+async fn shown_now(state: &State, console: &Console) {
+    match state.store.strikes().await {
+        Ok(strikes) => console.view.set_strikes(view::strike_rows(strikes)),
+        Err(e) => tracing::debug!(error = %e, "console: strikes not re-read; the refresh will"),
     }
 }
 

@@ -210,6 +210,18 @@ pub(crate) fn refused(why: &str, principal: Option<&str>) -> Markup {
     layout("Not done", principal, page)
 }
 
+/// A form's action done, with something the operator should read.
+pub(crate) fn done(what: &str, principal: Option<&str>) -> Markup {
+    let page = html! {
+        main {
+            h1 { "Done" }
+            p role="status" { (what) }
+            p { a href="/console/" { "Back to the overview" } }
+        }
+    };
+    layout("Done", principal, page)
+}
+
 /// `GET /console/`.
 pub(crate) fn overview(view: &View, fleet: &Fleet, scale: u64, principal: Option<&str>) -> Markup {
     let page = html! { (overview_main(view, fleet, scale)) (strike_form(fleet)) };

@@ -44,6 +44,12 @@ impl Ask {
         if json {
             return serde_json::from_slice(body).map_err(|e| bad(format!("bad JSON body: {e}")));
         }
+        if body.trim_ascii_start().starts_with(b"{") {
+            return Err(bad(
+                "the body looks like JSON: send it with Content-Type: application/json \
+                 (or as a form: tool=…&where=…&cancel_running=on)",
+            ));
+        }
         let mut ask = Ask::default();
         for (k, v) in api::pairs(&String::from_utf8_lossy(body)) {
             match k.as_str() {
@@ -66,10 +72,12 @@ impl Ask {
         Ok(ask)
     }
 
-    /// The `where` pair, when one is given.
+    /// The `where` pair, when one is given (a blank one is none). The value is kept as
+    /// sent, spaces included, as the CLI keeps it: the strike's id must be the same.
     fn when(&self) -> Result<Option<(String, String)>, Refusal> {
-        match self.when.as_deref().map(str::trim) {
-            None | Some("") => Ok(None),
+        match self.when.as_deref() {
+            None => Ok(None),
+            Some(text) if text.trim().is_empty() => Ok(None),
             Some(text) => strikes::parse_where(text)
                 .map(Some)
                 .map_err(|e| bad(format!("where {e}"))),
@@ -88,13 +96,36 @@ fn unavailable(e: &mcp_tasks_store::StoreError) -> Refusal {
     )
 }
 
-/// Strike as the request `body` (JSON when `json`) asks, by `principal`; the strike and
-/// whether it is new.
+/// What a strike did.
+pub(crate) struct Struck {
+    pub(crate) strike: Strike,
+    /// Not in force before (else struck again, replacing it).
+    pub(crate) new: bool,
+    /// A worker advertises the tool (a strike of an unknown name is recorded all the same,
+    /// as the CLI does, with a note: it may be a typo).
+    pub(crate) known: bool,
+}
+
+impl Struck {
+    /// What the operator is told.
+    pub(crate) fn message(&self) -> String {
+        let mut text = self.strike.struck_message(self.new);
+        if !self.known {
+            text.push_str(&format!(
+                ". Note: no worker advertises a tool named {}; struck anyway",
+                self.strike.tool
+            ));
+        }
+        text
+    }
+}
+
+/// Strike as the request `body` (JSON when `json`) asks, by `principal`.
 pub(crate) async fn strike(
     state: &State,
     (body, json): (&[u8], bool),
     principal: &str,
-) -> Result<(Strike, bool), Refusal> {
+) -> Result<Struck, Refusal> {
     let ask = Ask::parse(body, json)?;
     let strike = Strike {
         tool: ask.tool.clone(),
@@ -102,8 +133,10 @@ pub(crate) async fn strike(
         at_ms: now_millis(),
         cancel_running: ask.cancel_running,
     };
+    strikes::check(&strike, &[]).map_err(bad)?;
     let adverts = state.store.adverts().await.map_err(|e| unavailable(&e))?;
     strikes::check(&strike, &adverts).map_err(bad)?;
+    let known = adverts.iter().any(|a| a.tool.name == strike.tool);
     let new = state
         .store
         .strike(&strike)
@@ -116,7 +149,7 @@ pub(crate) async fn strike(
         strike.describe(),
         if strike.cancel_running { " (running calls cancelled)" } else { "" }
     );
-    Ok((strike, new))
+    Ok(Struck { strike, new, known })
 }
 
 /// What a restore did.
@@ -141,15 +174,26 @@ pub(crate) async fn restore(
         at_ms: 0,
         cancel_running: false,
     };
+    strikes::check(&strike, &[]).map_err(bad)?;
     let lifted = state
         .store
         .lift_strike(&strike_id(&strike.tool, strike.when.as_ref()))
         .await
         .map_err(|e| unavailable(&e))?;
     if !lifted {
+        let left = state.store.strikes().await.map_err(|e| unavailable(&e))?;
+        let names: Vec<String> = left.0.iter().map(Strike::describe).collect();
         return Err((
             StatusCode::NOT_FOUND,
-            format!("no strike on {}", strike.describe()),
+            format!(
+                "no strike on {} ({})",
+                strike.describe(),
+                if names.is_empty() {
+                    "none is in force".to_owned()
+                } else {
+                    format!("in force: {}", names.join(", "))
+                }
+            ),
         ));
     }
     let by = logged(principal);
@@ -181,8 +225,13 @@ mod tests {
         let json = Ask::parse(br#"{"tool": "deploy", "cancelRunning": true}"#, true).unwrap();
         assert_eq!(json.when().unwrap(), None);
         assert!(json.cancel_running);
-        let blank = Ask::parse(b"tool=deploy&where=", false).unwrap();
+        let blank = Ask::parse(b"tool=deploy&where=+", false).unwrap();
         assert_eq!(blank.when().unwrap(), None);
+        // The value as sent, as the CLI keeps it: the same strike id from both.
+        let spaced = Ask::parse(b"tool=deploy&where=msg%3Dhi+", false).unwrap();
+        assert_eq!(spaced.when().unwrap(), Some(("msg".into(), "hi ".into())));
+        let (_, why) = Ask::parse(br#"{"tool": "deploy"}"#, false).unwrap_err();
+        assert!(why.contains("Content-Type: application/json"), "{why}");
 
         let (status, why) = Ask::parse(b"tool=deploy&colour=red", false).unwrap_err();
         assert_eq!(status, StatusCode::BAD_REQUEST);

@@ -95,6 +95,21 @@ pub(crate) struct StrikeRow {
     pub(crate) cancel_running: bool,
 }
 
+/// The rows of the strikes in force.
+pub(crate) fn strike_rows(strikes: mcp_tasks_store::strikes::Strikes) -> Vec<StrikeRow> {
+    strikes
+        .0
+        .into_iter()
+        .map(|s| StrikeRow {
+            describe: s.describe(),
+            when: s.when.map(|(arg, value)| format!("{arg}={value}")),
+            tool: s.tool,
+            since_ms: s.at_ms,
+            cancel_running: s.cancel_running,
+        })
+        .collect()
+}
+
 /// A task the console has seen: a summary (status, message, tool, owner, times; no
 /// result, error, input requests or answers, which a task's page reads from Redis).
 #[derive(Debug, Clone)]
@@ -181,6 +196,19 @@ impl View {
     }
 
     /// The chart's samples, oldest first.
+    /// Show `strikes` now (after a strike or restore from this console), not at the next
+    /// refresh: the page the operator is sent back to shows what they did.
+    pub(crate) fn set_strikes(&self, strikes: Vec<StrikeRow>) {
+        let changed = {
+            let mut inner = self.write();
+            let was = std::mem::replace(&mut inner.fleet.strikes, strikes);
+            was != inner.fleet.strikes
+        };
+        if changed {
+            self.bump();
+        }
+    }
+
     pub(crate) fn history(&self) -> Vec<Sample> {
         self.read().history.iter().copied().collect()
     }
@@ -473,19 +501,7 @@ async fn refresh(
         })
         .collect();
     tools.sort_by(|a, b| a.name.cmp(&b.name));
-    let strikes = store
-        .strikes()
-        .await?
-        .0
-        .into_iter()
-        .map(|s| StrikeRow {
-            describe: s.describe(),
-            when: s.when.map(|(arg, value)| format!("{arg}={value}")),
-            tool: s.tool,
-            since_ms: s.at_ms,
-            cancel_running: s.cancel_running,
-        })
-        .collect();
+    let strikes = strike_rows(store.strikes().await?);
     {
         let mut inner = view.write();
         if inner.history.len() >= HISTORY {

@@ -66,6 +66,20 @@ impl Strike {
         }
     }
 
+    /// What an operator who struck it is told (`new`: not in force before).
+    pub fn struck_message(&self, new: bool) -> String {
+        format!(
+            "{} {}: new calls are refused and queued jobs held; running ones {}",
+            if new { "struck" } else { "struck again" },
+            self.describe(),
+            if self.cancel_running {
+                "are cancelled"
+            } else {
+                "finish"
+            }
+        )
+    }
+
     /// `tool NAME`, or `tool NAME where ARG=VALUE`: how messages name it.
     pub fn describe(&self) -> String {
         match &self.when {

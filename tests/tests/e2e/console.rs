@@ -392,16 +392,41 @@ async fn console_events_signal_real_changes_only() -> Result<()> {
     Ok(())
 }
 
+/// The hidden fields of the form holding the button labelled `label` on `page`, as a
+/// form body: what a browser sends when the button is clicked.
+fn button_form(page: &str, label: &str) -> Result<String> {
+    let at = page
+        .find(&format!("aria-label=\"{label}\""))
+        .with_context(|| format!("no button {label:?} on the page"))?;
+    let form = &page[page[..at]
+        .rfind("<form")
+        .context("the button is in no form")?..at];
+    let mut body = Vec::new();
+    for input in form.split("<input").skip(1) {
+        let attr = |name: &str| {
+            let start = input.find(&format!("{name}=\""))? + name.len() + 2;
+            Some(input[start..start + input[start..].find('"')?].to_owned())
+        };
+        if let (Some(name), Some(value)) = (attr("name"), attr("value")) {
+            body.push(format!("{name}={}", value.replace('=', "%3D")));
+        }
+    }
+    Ok(body.join("&"))
+}
+
 /// Issue 19 §4 ("and the same from the console"): the overview's Strike form refuses new
-/// calls of the tool on the gateway, a queued call is held (the queue's Held column counts
-/// it), the strike is listed with a Restore button and in `/console/api/strikes`, and
-/// Restore runs the held call. Bad asks get a message that says what was wrong and change
-/// nothing; without this server's Origin they are refused.
+/// calls of the tool on the gateway and a queued call is held (the queue's Held column
+/// counts it); a strike with `where` and `cancel_running` from the API cancels the matching
+/// run; each strike is listed with a Restore button, and the fields that button sends lift
+/// exactly its strike; an unknown tool is struck with a note; the API's restore queues the
+/// held calls itself (no worker is up to do it) and they run. Bad asks get a message that
+/// says what was wrong and change nothing; without this server's Origin they are refused.
 #[tokio::test]
 async fn console_strikes_a_tool_and_restores_it() -> Result<()> {
     let redis = RedisServer::start()?;
     let gateway = Gateway::start(&redis.url(), &console_env())?;
-    let worker = Worker::start(&redis.url(), &[("MCPT_CONCURRENCY", "1".to_owned())])?;
+    let one_slot = [("MCPT_CONCURRENCY", "1".to_owned())];
+    let mut worker = Worker::start(&redis.url(), &one_slot)?;
     let client = gateway.client();
     client.wait_for_tool("sleep").await?;
     let origin = format!("http://{}", gateway.addr);
@@ -409,6 +434,20 @@ async fn console_strikes_a_tool_and_restores_it() -> Result<()> {
         ("origin", origin.as_str()),
         ("content-type", "application/x-www-form-urlencoded"),
     ];
+    let json_post = [
+        ("origin", origin.as_str()),
+        ("content-type", "application/json"),
+    ];
+    let strikes = || async {
+        let listed = get(&client, "/console/api/strikes").await?.json()?;
+        let names: Vec<String> = listed["strikes"]
+            .as_array()
+            .context("no strikes array")?
+            .iter()
+            .map(|s| s["describe"].as_str().unwrap_or("").to_owned())
+            .collect();
+        anyhow::Ok(names)
+    };
     let overview = get(&client, "/console/").await?;
     assert!(
         overview.text.contains("No strikes")
@@ -424,7 +463,8 @@ async fn console_strikes_a_tool_and_restores_it() -> Result<()> {
     client.wait_status(&long, "working", WITHIN).await?;
     let queued = client.start_task("sleep", json!({"ms": 10})).await?;
 
-    // Refused: no Origin; a bad argument name; a malformed where; an unknown field.
+    // Refused: no Origin; a bad argument name; a malformed where; an unknown field; JSON
+    // sent as a form; a name that is no tool name.
     let a = send(&client, "POST", "/console/strikes", &[], "tool=sleep").await?;
     assert_eq!(a.status, 403, "{}", a.text);
     for (body, want) in [
@@ -434,19 +474,24 @@ async fn console_strikes_a_tool_and_restores_it() -> Result<()> {
         ),
         ("tool=sleep&where=colour", "expected ARG=VALUE"),
         ("tool=sleep&colour=red", "unknown field"),
+        ("{\"tool\": \"sleep\"}", "Content-Type: application/json"),
         ("tool=a+b", "is not a tool name"),
     ] {
         let a = send(&client, "POST", "/console/strikes", &form, body).await?;
         assert_eq!(a.status, 400, "{body}: {}", a.text);
         assert!(a.text.contains(want), "{body}: {}", a.text);
     }
-    let listed = get(&client, "/console/api/strikes").await?.json()?;
-    assert_eq!(listed["strikes"], json!([]), "nothing struck by bad asks");
+    assert!(strikes().await?.is_empty(), "nothing struck by bad asks");
 
     // Strike from the form: new calls get a tool error naming it, on the gateway.
     let a = send(&client, "POST", "/console/strikes", &form, "tool=sleep").await?;
     assert_eq!(a.status, 303, "{}", a.text);
     assert_eq!(a.headers["location"], "/console/");
+    let landed = get(&client, "/console/").await?;
+    assert!(
+        landed.text.contains("aria-label=\"Restore tool sleep\""),
+        "the page the operator lands on shows the strike"
+    );
     assert!(
         gateway
             .process
@@ -476,9 +521,6 @@ async fn console_strikes_a_tool_and_restores_it() -> Result<()> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert!(refused.contains("tool sleep is struck"), "{refused}");
-    let listed = get(&client, "/console/api/strikes").await?.json()?;
-    assert_eq!(listed["strikes"][0]["describe"], "tool sleep", "{listed}");
-
     poll_until(WITHIN, || async {
         worker
             .process
@@ -489,17 +531,21 @@ async fn console_strikes_a_tool_and_restores_it() -> Result<()> {
     .await
     .context("the worker never saw the strike")?;
 
-    // The long call ends (cancelled from the console): the worker takes the queued one
-    // and holds it.
+    // A strike with where and cancel_running, from the API: the long run (steps=1) is
+    // cancelled by its worker; the slot frees, and the queued call is taken and held.
     let a = send(
         &client,
         "POST",
-        &format!("/console/api/tasks/{long}/cancel"),
-        &[("origin", &origin)],
-        "",
+        "/console/api/strikes",
+        &json_post,
+        r#"{"tool": "sleep", "where": "steps=1", "cancel_running": true}"#,
     )
     .await?;
     assert_eq!(a.status, 200, "{}", a.text);
+    let struck = a.json()?;
+    assert_eq!(struck["struck"], "tool sleep where steps=1", "{struck}");
+    assert_eq!(struck["known"], true, "{struck}");
+    client.wait_status(&long, "cancelled", WITHIN).await?;
     let held = poll_until(WITHIN, || async {
         let t = client.get(&queued[0]).await?;
         let message = t["statusMessage"].as_str().unwrap_or("").to_owned();
@@ -520,46 +566,66 @@ async fn console_strikes_a_tool_and_restores_it() -> Result<()> {
         }
     })
     .await?;
-    assert!(
-        page.text.contains("aria-label=\"Restore tool sleep\""),
-        "the strike is listed with its Restore button: {}",
-        page.text
-    );
 
-    // Restore: a strike not in force is named as such; the real one runs the held call.
-    let a = send(
-        &client,
-        "POST",
-        "/console/api/strikes/restore",
-        &[("origin", &origin), ("content-type", "application/json")],
-        r#"{"tool": "sleep", "where": "ms=1"}"#,
-    )
-    .await?;
-    assert_eq!(a.status, 404, "{}", a.text);
+    // The Restore button of the where-strike lifts that strike alone.
+    let fields = button_form(&page.text, "Restore tool sleep where steps=1")?;
+    let a = send(&client, "POST", "/console/strikes/restore", &form, &fields).await?;
+    assert_eq!(a.status, 303, "{fields}: {}", a.text);
+    assert_eq!(strikes().await?, ["tool sleep"]);
+
+    // A name no worker advertises is struck with a note (it may be a typo); a restore of a
+    // strike not in force names those that are.
+    let a = send(&client, "POST", "/console/strikes", &form, "tool=sleeep").await?;
+    assert_eq!(a.status, 200, "{}", a.text);
     assert!(
-        a.json()?["error"]
-            .as_str()
-            .unwrap_or("")
-            .contains("no strike on tool sleep where ms=1"),
+        a.text
+            .contains("no worker advertises a tool named sleeep; struck anyway"),
         "{}",
         a.text
     );
     let a = send(
         &client,
         "POST",
+        "/console/api/strikes/restore",
+        &json_post,
+        r#"{"tool": "sleep", "where": "ms=1"}"#,
+    )
+    .await?;
+    assert_eq!(a.status, 404, "{}", a.text);
+    let why = a.json()?["error"].as_str().unwrap_or("").to_owned();
+    assert!(
+        why.contains("no strike on tool sleep where ms=1 (in force: tool sleep, tool sleeep)"),
+        "{why}"
+    );
+    let a = send(
+        &client,
+        "POST",
         "/console/strikes/restore",
         &form,
-        "tool=sleep",
+        "tool=sleeep",
     )
     .await?;
     assert_eq!(a.status, 303, "{}", a.text);
+
+    // With no worker up, the console's restore queues every held call itself.
+    worker.process.kill();
+    let a = send(
+        &client,
+        "POST",
+        "/console/api/strikes/restore",
+        &json_post,
+        r#"{"tool": "sleep"}"#,
+    )
+    .await?;
+    assert_eq!(a.status, 200, "{}", a.text);
+    let restored = a.json()?;
+    assert_eq!(restored["restored"], "tool sleep", "{restored}");
+    assert_eq!(restored["released"], queued.len(), "{restored}");
+    assert!(strikes().await?.is_empty());
+    let _worker = Worker::start(&redis.url(), &one_slot)?;
     for id in &queued {
         client.wait_status(id, "completed", WITHIN).await?;
     }
-    assert_eq!(
-        get(&client, "/console/api/strikes").await?.json()?["strikes"],
-        json!([])
-    );
     poll_until(WITHIN, || async {
         let r = client
             .call("sleep", json!({"ms": 1}), &mcp_tasks_tests::caps_tasks())

@@ -34,22 +34,16 @@ pub(crate) async fn strike(
     strikes::check(&strike, &[]).map_err(Fail::usage)?;
     let store = connect(url).await?;
     let adverts = ask(url, store.adverts()).await?;
-    strikes::check(&strike, &adverts).map_err(Fail::usage)?;
+    strikes::check(&strike, &adverts).map_err(|e| match &strike.when {
+        Some((arg, value)) => Fail::usage(format!("--where {arg}={value}: {e}")),
+        None => Fail::usage(e),
+    })?;
     let known = adverts.iter().any(|a| a.tool.name == tool);
     let new = ask(url, store.strike(&strike)).await?;
     if !known {
         eprintln!("mcp-tasks: note: no worker advertises a tool named {tool}; struck anyway");
     }
-    println!(
-        "{} {}: new calls are refused and queued jobs held{}",
-        if new { "struck" } else { "struck again" },
-        strike.describe(),
-        if cancel_running {
-            "; running ones are cancelled"
-        } else {
-            "; running ones finish"
-        }
-    );
+    println!("{}", strike.struck_message(new));
     Ok(())
 }
 
