@@ -33,3 +33,14 @@ pub fn on_signal() -> CancellationToken {
     });
     token
 }
+
+/// Wait for the next tick of `tick` (missed ticks delay the next, never burst), or for
+/// `stop`: `false` once stopped. The loop of a periodic background job reads
+/// `while every(&mut tick, &stop).await { … }`.
+pub async fn every(tick: &mut tokio::time::Interval, stop: &CancellationToken) -> bool {
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::select! {
+        () = stop.cancelled() => false,
+        _ = tick.tick() => true,
+    }
+}

@@ -94,12 +94,7 @@ async fn route<B>(
 /// Sample each queue's length, lag and pending count for the queue gauges until `stop`.
 pub(crate) async fn sample_depths(store: Store, queues: Vec<String>, stop: CancellationToken) {
     let mut tick = tokio::time::interval(DEPTH_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            _ = tick.tick() => {}
-        }
+    while mcp_tasks_shared::shutdown::every(&mut tick, &stop).await {
         for queue in &queues {
             match store.queue_depth(queue).await {
                 Ok(depth) => metrics::set_queue_depth(queue, depth),

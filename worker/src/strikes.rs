@@ -101,14 +101,9 @@ impl StrikeWatch {
         stop: CancellationToken,
     ) {
         let mut tick = tokio::time::interval(REFRESH);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Held jobs whose strike was lifted while no worker was up are released at start.
         let mut release = 1;
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                _ = tick.tick() => {}
-            }
+        while mcp_tasks_shared::shutdown::every(&mut tick, &stop).await {
             if let Some(previous) = self.read(&store).await {
                 release = RELEASE_READS;
                 self.cancel_running(&store, &previous).await;
@@ -177,12 +172,7 @@ impl StrikeWatch {
 /// streams never delay the strikes' once-a-second read.
 pub(crate) async fn prune_held(store: Store, queues: Vec<String>, stop: CancellationToken) {
     let mut tick = tokio::time::interval(mcp_tasks_store::strikes::PRUNE_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            _ = tick.tick() => {}
-        }
+    while mcp_tasks_shared::shutdown::every(&mut tick, &stop).await {
         for queue in &queues {
             match store.prune_held(queue).await {
                 Ok(0) => {}

@@ -72,6 +72,18 @@ impl Ask {
         Ok(ask)
     }
 
+    /// The strike asked for, struck at `at_ms`, its tool name checked.
+    fn strike(self, at_ms: i64) -> Result<Strike, Refusal> {
+        let strike = Strike {
+            when: self.when()?,
+            tool: self.tool,
+            at_ms,
+            cancel_running: self.cancel_running,
+        };
+        strikes::check(&strike, &[]).map_err(bad)?;
+        Ok(strike)
+    }
+
     /// The `where` pair, when one is given (a blank one is none). The value is kept as
     /// sent, spaces included, as the CLI keeps it: the strike's id must be the same.
     fn when(&self) -> Result<Option<(String, String)>, Refusal> {
@@ -126,14 +138,7 @@ pub(crate) async fn strike(
     (body, json): (&[u8], bool),
     principal: &str,
 ) -> Result<Struck, Refusal> {
-    let ask = Ask::parse(body, json)?;
-    let strike = Strike {
-        tool: ask.tool.clone(),
-        when: ask.when()?,
-        at_ms: now_millis(),
-        cancel_running: ask.cancel_running,
-    };
-    strikes::check(&strike, &[]).map_err(bad)?;
+    let strike = Ask::parse(body, json)?.strike(now_millis())?;
     let adverts = state.store.adverts().await.map_err(|e| unavailable(&e))?;
     strikes::check(&strike, &adverts).map_err(bad)?;
     let known = adverts.iter().any(|a| a.tool.name == strike.tool);
@@ -167,14 +172,7 @@ pub(crate) async fn restore(
     (body, json): (&[u8], bool),
     principal: &str,
 ) -> Result<Restored, Refusal> {
-    let ask = Ask::parse(body, json)?;
-    let strike = Strike {
-        tool: ask.tool.clone(),
-        when: ask.when()?,
-        at_ms: 0,
-        cancel_running: false,
-    };
-    strikes::check(&strike, &[]).map_err(bad)?;
+    let strike = Ask::parse(body, json)?.strike(0)?;
     let lifted = state
         .store
         .lift_strike(&strike_id(&strike.tool, strike.when.as_ref()))

@@ -163,6 +163,22 @@ pub(crate) struct Args {
     /// MCPT_QUEUE_SHARDS with --redis-cluster
     #[arg(long, value_name = "S", default_value = "16", value_parser = cli::between(1u16, 1024))]
     pub(crate) queue_shards: u16,
+    /// CONFIG SET NAME VALUE on the bench's own Redis before the run (repeat
+    /// for more), e.g. hash-max-listpack-value=1024 to compare a setting
+    /// against Redis' defaults. Not with --url or --redis-cluster
+    #[arg(long, value_name = "NAME=VALUE", value_parser = config_pair, verbatim_doc_comment)]
+    pub(crate) redis_config: Vec<(String, String)>,
+}
+
+fn config_pair(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_owned(), value.to_owned()))
+        }
+        _ => Err(format!(
+            "takes NAME=VALUE (a Redis setting and its value); got {s:?}"
+        )),
+    }
 }
 
 /// The concurrencies of `--clients`, in the order given.
@@ -217,6 +233,12 @@ impl Args {
         if self.auth != "none" && self.url.is_some() {
             return Err("--auth configures the bench's own stack; not with --url".into());
         }
+        if !self.redis_config.is_empty() && (self.url.is_some() || self.redis_cluster.is_some()) {
+            return Err(
+                "--redis-config sets the bench's own Redis; not with --url or --redis-cluster"
+                    .into(),
+            );
+        }
         if self.wait_replicas > 0 && (self.url.is_some() || self.redis_cluster.is_some()) {
             return Err(
                 "--wait-replicas starts replicas of the bench's own Redis; not with --url or --redis-cluster"
@@ -255,6 +277,28 @@ mod tests {
             .map_err(|e| e.to_string())?;
         a.check()?;
         Ok(a)
+    }
+
+    #[test]
+    fn redis_config_takes_name_value_pairs_for_the_bench_s_own_redis() {
+        let a = args(&[
+            "--redis-config",
+            "hash-max-listpack-value=1024",
+            "--redis-config",
+            "hz=50",
+        ])
+        .map(|a| a.redis_config);
+        assert_eq!(
+            a,
+            Ok(vec![
+                ("hash-max-listpack-value".into(), "1024".into()),
+                ("hz".into(), "50".into())
+            ])
+        );
+        let e = args(&["--redis-config", "hz"]).unwrap_err();
+        assert!(e.contains("takes NAME=VALUE"), "{e}");
+        let e = args(&["--redis-config", "hz=50", "--redis-cluster", "3"]).unwrap_err();
+        assert!(e.contains("not with --url or --redis-cluster"), "{e}");
     }
 
     #[test]

@@ -67,6 +67,14 @@ impl Stack {
             }
             None => {
                 let redis = RedisServer::start().context("starting redis-server")?;
+                for (name, value) in &a.redis_config {
+                    let said = redis.cli(&["CONFIG", "SET", name, value])?;
+                    anyhow::ensure!(
+                        said.trim() == "OK",
+                        "--redis-config {name}={value}: Redis said {}",
+                        said.trim()
+                    );
+                }
                 let url = redis.url();
                 (Some(redis), None, url.clone(), url, 1)
             }
