@@ -4,7 +4,9 @@
 //!   stderr (stdout carries only the `listening on` contract line). The access log (one line
 //!   per request, created task and finished job, log target [`ACCESS`]) is off unless
 //!   `MCPT_ACCESS_LOG=on` or `RUST_LOG` names it: at thousands of tasks a second, formatting
-//!   and writing those lines was a sixth of the gateway's and workers' CPU.
+//!   and writing those lines was a sixth of the gateway's and workers' CPU. Log lines carry
+//!   the per-call spans (`request`, `job`) only with the access log; without it and without
+//!   an exporter, those spans are not built at all.
 //! - Traces: `tracing` spans exported by OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
 //!   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set; HTTP/protobuf unless
 //!   `OTEL_EXPORTER_OTLP_PROTOCOL=grpc`. Every other knob is a standard `OTEL_*` variable read by
@@ -33,13 +35,17 @@ use std::sync::OnceLock;
 /// literal, `"access"`; this names it for the filter).
 pub const ACCESS: &str = "access";
 
+/// The spans opened once per call (see the table above), on log lines only with the
+/// access log.
+const PER_CALL_SPANS: [&str; 2] = ["request", "job"];
+
 use opentelemetry::propagation::TextMapPropagator as _;
 use opentelemetry::trace::{TraceContextExt as _, TracerProvider as _};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::filter::{FilterExt as _, LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _};
@@ -190,7 +196,7 @@ pub fn init(service: &'static str) -> Result<Telemetry, String> {
     mcp_tasks_store::observe::set_observer(count_store_events);
     let _ = TRACING.set(tracer.is_some());
 
-    let filter = log_filter(
+    let filter = fmt_filter(
         std::env::var("RUST_LOG").ok().as_deref(),
         std::env::var(crate::config::ENV_ACCESS_LOG).ok().as_deref(),
     )?;
@@ -234,11 +240,12 @@ pub fn init(service: &'static str) -> Result<Telemetry, String> {
 }
 
 /// The log filter: `RUST_LOG` (default `info`), with the access log on when `access` is
-/// `on`, off when it is `off` or unset and `RUST_LOG` does not name it.
+/// `on`, off when it is `off` or unset and `RUST_LOG` does not name it; and whether the
+/// access log may show (then log lines carry the per-call spans too).
 ///
 /// # Errors
 /// `access` neither `on` nor `off`, or a malformed `RUST_LOG`.
-fn log_filter(rust_log: Option<&str>, access: Option<&str>) -> Result<EnvFilter, String> {
+fn log_filter(rust_log: Option<&str>, access: Option<&str>) -> Result<(EnvFilter, bool), String> {
     let on = match access.map(str::trim) {
         None | Some("" | "off") => false,
         Some("on") => true,
@@ -258,7 +265,31 @@ fn log_filter(rust_log: Option<&str>, access: Option<&str>) -> Result<EnvFilter,
     } else {
         format!(",{ACCESS}=off")
     };
-    EnvFilter::try_new(format!("{base}{extra}")).map_err(|e| format!("RUST_LOG={base:?}: {e}"))
+    let filter = EnvFilter::try_new(format!("{base}{extra}"))
+        .map_err(|e| format!("RUST_LOG={base:?}: {e}"))?;
+    Ok((filter, on || named))
+}
+
+/// The log lines' filter: [`log_filter`], and the per-call spans (`request`, `job`) only
+/// with the access log. Those spans cost a registry entry and their fields formatted for
+/// every call; without the access log and without an exporter no layer wants them, and
+/// `info_span!` builds nothing.
+///
+/// # Errors
+/// As [`log_filter`].
+fn fmt_filter<S>(
+    rust_log: Option<&str>,
+    access: Option<&str>,
+) -> Result<impl tracing_subscriber::layer::Filter<S> + use<S>, String>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    let (filter, access) = log_filter(rust_log, access)?;
+    Ok(
+        filter.and(tracing_subscriber::filter::filter_fn(move |meta| {
+            access || !meta.is_span() || !PER_CALL_SPANS.contains(&meta.name())
+        })),
+    )
 }
 
 /// The store's reports as metrics.
@@ -375,16 +406,17 @@ mod tests {
     /// says, left to `RUST_LOG` when it names it; a bad value is an error naming it.
     #[test]
     fn the_access_log_is_off_unless_asked_for() {
-        let shown = |rust_log, access| log_filter(rust_log, access).unwrap().to_string();
-        assert!(
-            shown(None, None).contains("access=off"),
-            "{}",
-            shown(None, None)
-        );
+        let shown = |rust_log, access| log_filter(rust_log, access).unwrap().0.to_string();
+        let spans = |rust_log, access| log_filter(rust_log, access).unwrap().1;
+        let default = shown(None, None);
+        assert!(default.contains("access=off"), "{default}");
+        assert!(!spans(None, None));
         assert!(shown(Some("debug"), Some("off")).contains("access=off"));
         assert!(shown(Some("warn"), Some("on")).contains("access=info"));
+        assert!(spans(Some("warn"), Some("on")));
         let named = shown(Some("warn,access=info"), None);
         assert!(!named.contains("access=off"), "{named}");
+        assert!(spans(Some("warn,access=info"), None));
         let e = log_filter(None, Some("yes")).unwrap_err();
         assert!(
             e.contains("MCPT_ACCESS_LOG=\"yes\": expected on or off"),
@@ -400,6 +432,26 @@ mod tests {
             escape_controls("x\n\u{1b}[33m WARN forged\r\u{2028}\u{85}\t"),
             "x\\n\\u{1b}[33m WARN forged\\r\\u{2028}\\u{85}\\t"
         );
+    }
+
+    /// Without the access log and without an exporter, a request's span is not built (a
+    /// long-lived `listen` span is); with it, log lines carry the request span again.
+    #[test]
+    fn per_call_spans_are_built_only_for_the_access_log() {
+        use tracing_subscriber::Layer as _;
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let built = |access: Option<&str>, name: &str| {
+            let layer = tracing_subscriber::fmt::layer()
+                .with_filter(super::fmt_filter(None, access).unwrap());
+            let subscriber = tracing_subscriber::registry().with(layer);
+            tracing::subscriber::with_default(subscriber, || match name {
+                "request" => !tracing::info_span!("request", rpc.id = 1).is_disabled(),
+                _ => !tracing::info_span!("listen", rpc.id = 1).is_disabled(),
+            })
+        };
+        assert!(!built(None, "request"));
+        assert!(built(None, "listen"));
+        assert!(built(Some("on"), "request"));
     }
 
     /// Through the real formatter: an event whose message and fields carry a forged line
