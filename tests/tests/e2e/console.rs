@@ -648,19 +648,27 @@ async fn console_strikes_a_tool_and_restores_it() -> Result<()> {
 
 /// Issue 15 §4: against a Redis Cluster (8 shards over 3 masters) the console reads every
 /// shard stream: the task shows in the list and its queue's depth, and Cancel ends it.
+/// Issue 19 §4 there too: a strike from the console holds the queued calls on their shards,
+/// the held count covers every shard, and a restore runs them.
 #[tokio::test]
 async fn console_reads_a_redis_cluster() -> Result<()> {
     let cluster = RedisCluster::start(3)?;
     let shards = ("MCPT_QUEUE_SHARDS", "8".to_owned());
     let mut env = console_env();
     env.push(shards.clone());
-    let _worker = Worker::start(&cluster.url(), &[shards])?;
+    let one_slot = ("MCPT_CONCURRENCY", "1".to_owned());
+    let worker = Worker::start(&cluster.url(), &[shards, one_slot])?;
     let gateway = Gateway::start(&cluster.url(), &env)?;
     let client = gateway.client();
     client.wait_for_tool("sleep").await?;
     let id = client
         .start_task("sleep", json!({"ms": 60_000, "steps": 1}))
         .await?;
+    // Three more wait behind it (one worker slot), on the shard streams of their ids.
+    let mut queued = Vec::new();
+    for _ in 0..3 {
+        queued.push(client.start_task("sleep", json!({"ms": 10})).await?);
+    }
     poll_until(WITHIN, || async {
         let d = get(&client, &format!("/console/api/tasks/{id}"))
             .await?
@@ -674,6 +682,31 @@ async fn console_reads_a_redis_cluster() -> Result<()> {
     let q = get(&client, "/console/api/queues").await?.json()?;
     assert!(q["queues"][0]["length"].as_u64() >= Some(1), "{q}");
     let origin = format!("http://{}", gateway.addr);
+    let json_post = [
+        ("origin", origin.as_str()),
+        ("content-type", "application/json"),
+    ];
+
+    // Issue 19 in a cluster: struck, the queued calls are held when the slot frees (each
+    // script on its shard's keys), counted over every shard, and a restore runs them.
+    let a = send(
+        &client,
+        "POST",
+        "/console/api/strikes",
+        &json_post,
+        r#"{"tool": "sleep"}"#,
+    )
+    .await?;
+    assert_eq!(a.status, 200, "{}", a.text);
+    poll_until(WITHIN, || async {
+        worker
+            .process
+            .log_text()
+            .contains("strikes changed: 1 in force")
+            .then_some(())
+    })
+    .await
+    .context("the worker never saw the strike")?;
     let cancel = format!("/console/api/tasks/{id}/cancel");
     let a = send(&client, "POST", &cancel, &[("origin", &origin)], "").await?;
     assert_eq!(a.status, 200, "{}", a.text);
@@ -684,6 +717,27 @@ async fn console_reads_a_redis_cluster() -> Result<()> {
         }
     })
     .await?;
+    poll_until(WITHIN, || async {
+        let q = get(&client, "/console/api/queues").await?.json()?;
+        if q["queues"][0]["held"] == 3 {
+            Ok(())
+        } else {
+            bail!("not all held yet: {q}")
+        }
+    })
+    .await?;
+    let a = send(
+        &client,
+        "POST",
+        "/console/api/strikes/restore",
+        &json_post,
+        r#"{"tool": "sleep"}"#,
+    )
+    .await?;
+    assert_eq!(a.status, 200, "{}", a.text);
+    for id in &queued {
+        client.wait_status(id, "completed", WITHIN).await?;
+    }
     Ok(())
 }
 
