@@ -106,7 +106,11 @@ async fn a_chatty_task_costs_redis_ten_status_writes_a_second() -> Result<()> {
 /// reaches a log (issue 20, item 6).
 #[tokio::test]
 async fn forged_client_strings_stay_one_escaped_log_line() -> Result<()> {
-    let debug = [("RUST_LOG", "debug".to_owned())];
+    // The access log and the per-call spans it puts on log lines carry client strings too.
+    let debug = [
+        ("RUST_LOG", "debug".to_owned()),
+        ("MCPT_ACCESS_LOG", "on".to_owned()),
+    ];
     let ctx = TestContext::start_with(1, 1, &debug).await?;
     let client = ctx.client();
     client.wait_for_tool("ask").await?;
