@@ -426,9 +426,11 @@ fn shape(fleet: &Fleet) -> Fleet {
     f
 }
 
-/// One refresh: the processes' tallies, the queues (with their held jobs), their consumers and tools, the strikes in force; the tasks
-/// not seen before (named by a tally or new in a queue stream since `cursors`). Whether
-/// anything an open page shows changed (a job waiting counts: its age moves).
+/// One refresh: the processes' tallies, the queues (with their held jobs), their
+/// consumers and tools, the strikes in force; the tasks not seen before (named by a tally
+/// or new in a queue stream since `cursors`). Open pages are told (`bump`) in the same
+/// step as the figures change (a job waiting counts: its age moves); returns whether the
+/// tasks read afterwards changed anything shown.
 async fn refresh(
     view: &View,
     store: &Store,
@@ -444,7 +446,7 @@ async fn refresh(
         .filter(|c| view.task(&c.task).is_none())
         .map(|c| (c.task.clone(), (c.owner.clone(), c.queue.clone())))
         .collect();
-    let mut changed = view.write().rates.absorb(tallies, now);
+    let mut changed = false;
     let adverts = store.adverts().await?;
     let mut queues = Vec::new();
     let mut workers: BTreeMap<String, WorkerRow> = BTreeMap::new();
@@ -520,9 +522,15 @@ async fn refresh(
             refreshed_ms: now_millis(),
             error: inner.fleet.error.clone(),
         };
-        changed |= shape(&fleet) != shape(&inner.fleet)
+        // The tallies, the fleet and the signal together: a reader who sees the new
+        // figures subscribed after the signal for them (no late event for a change it saw).
+        let shown = inner.rates.absorb(tallies, now)
+            || shape(&fleet) != shape(&inner.fleet)
             || fleet.queues.iter().any(|q| q.oldest_waiting_ms.is_some());
         inner.fleet = fleet;
+        if shown {
+            view.bump();
+        }
     }
     // Follow first, then read: no change between the read and the subscription is lost.
     let ids: Vec<String> = new_tasks.keys().cloned().collect();
