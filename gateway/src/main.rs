@@ -5,11 +5,6 @@ use std::process::ExitCode;
 use mcp_tasks_shared::config::GatewayConfig;
 use mcp_tasks_shared::{shutdown, telemetry};
 
-// The allocator: glibc's malloc/free were a sixth of the gateway's and a fifth of the
-// workers' CPU samples under load (many small, short-lived allocations across threads).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let config = match GatewayConfig::from_env() {
         Ok(c) => c,

@@ -16,10 +16,6 @@ mod up;
 
 use std::process::ExitCode;
 
-// The allocator, as the gateway's and worker's binaries (`up` runs both in this process).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     end_quietly_on_a_closed_stdout();
     match commands::parse() {

@@ -8,8 +8,10 @@ use std::process::ExitCode;
 use mcp_tasks_shared::config::WorkerConfig;
 use mcp_tasks_shared::{shutdown, telemetry};
 
-// The allocator: glibc's malloc/free were a sixth of the gateway's and a fifth of the
-// workers' CPU samples under load (many small, short-lived allocations across threads).
+// The allocator: glibc's malloc/free were a fifth of the workers' CPU samples under load
+// (many small, short-lived allocations across threads). Not the gateway's: there it cut
+// instructions per request by 12-15 % but raised memory per idle listener by a third
+// (30.7 -> 40.3 KB at 10,000 open streams).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
