@@ -392,6 +392,25 @@ async fn console_events_signal_real_changes_only() -> Result<()> {
     Ok(())
 }
 
+/// `POST path` with a JSON `body` and this server's `origin`.
+async fn post_json(client: &Client, origin: &str, path: &str, body: &str) -> Result<Answer> {
+    let headers = [("origin", origin), ("content-type", "application/json")];
+    send(client, "POST", path, &headers, body).await
+}
+
+/// Wait until `worker` has read one strike in force.
+async fn worker_saw_one_strike(worker: &Worker) -> Result<()> {
+    poll_until(WITHIN, || async {
+        worker
+            .process
+            .log_text()
+            .contains("strikes changed: 1 in force")
+            .then_some(())
+    })
+    .await
+    .context("the worker never saw the strike")
+}
+
 /// The hidden fields of the form holding the button labelled `label` on `page`, as a
 /// form body: what a browser sends when the button is clicked.
 fn button_form(page: &str, label: &str) -> Result<String> {
@@ -433,10 +452,6 @@ async fn console_strikes_a_tool_and_restores_it() -> Result<()> {
     let form = [
         ("origin", origin.as_str()),
         ("content-type", "application/x-www-form-urlencoded"),
-    ];
-    let json_post = [
-        ("origin", origin.as_str()),
-        ("content-type", "application/json"),
     ];
     let strikes = || async {
         let listed = get(&client, "/console/api/strikes").await?.json()?;
@@ -521,23 +536,14 @@ async fn console_strikes_a_tool_and_restores_it() -> Result<()> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert!(refused.contains("tool sleep is struck"), "{refused}");
-    poll_until(WITHIN, || async {
-        worker
-            .process
-            .log_text()
-            .contains("strikes changed: 1 in force")
-            .then_some(())
-    })
-    .await
-    .context("the worker never saw the strike")?;
+    worker_saw_one_strike(&worker).await?;
 
     // A strike with where and cancel_running, from the API: the long run (steps=1) is
     // cancelled by its worker; the slot frees, and the queued call is taken and held.
-    let a = send(
+    let a = post_json(
         &client,
-        "POST",
+        &origin,
         "/console/api/strikes",
-        &json_post,
         r#"{"tool": "sleep", "where": "steps=1", "cancel_running": true}"#,
     )
     .await?;
@@ -583,11 +589,10 @@ async fn console_strikes_a_tool_and_restores_it() -> Result<()> {
         "{}",
         a.text
     );
-    let a = send(
+    let a = post_json(
         &client,
-        "POST",
+        &origin,
         "/console/api/strikes/restore",
-        &json_post,
         r#"{"tool": "sleep", "where": "ms=1"}"#,
     )
     .await?;
@@ -609,11 +614,10 @@ async fn console_strikes_a_tool_and_restores_it() -> Result<()> {
 
     // With no worker up, the console's restore queues every held call itself.
     worker.process.kill();
-    let a = send(
+    let a = post_json(
         &client,
-        "POST",
+        &origin,
         "/console/api/strikes/restore",
-        &json_post,
         r#"{"tool": "sleep"}"#,
     )
     .await?;
@@ -682,31 +686,18 @@ async fn console_reads_a_redis_cluster() -> Result<()> {
     let q = get(&client, "/console/api/queues").await?.json()?;
     assert!(q["queues"][0]["length"].as_u64() >= Some(1), "{q}");
     let origin = format!("http://{}", gateway.addr);
-    let json_post = [
-        ("origin", origin.as_str()),
-        ("content-type", "application/json"),
-    ];
 
     // Issue 19 in a cluster: struck, the queued calls are held when the slot frees (each
     // script on its shard's keys), counted over every shard, and a restore runs them.
-    let a = send(
+    let a = post_json(
         &client,
-        "POST",
+        &origin,
         "/console/api/strikes",
-        &json_post,
         r#"{"tool": "sleep"}"#,
     )
     .await?;
     assert_eq!(a.status, 200, "{}", a.text);
-    poll_until(WITHIN, || async {
-        worker
-            .process
-            .log_text()
-            .contains("strikes changed: 1 in force")
-            .then_some(())
-    })
-    .await
-    .context("the worker never saw the strike")?;
+    worker_saw_one_strike(&worker).await?;
     let cancel = format!("/console/api/tasks/{id}/cancel");
     let a = send(&client, "POST", &cancel, &[("origin", &origin)], "").await?;
     assert_eq!(a.status, 200, "{}", a.text);
@@ -726,11 +717,10 @@ async fn console_reads_a_redis_cluster() -> Result<()> {
         }
     })
     .await?;
-    let a = send(
+    let a = post_json(
         &client,
-        "POST",
+        &origin,
         "/console/api/strikes/restore",
-        &json_post,
         r#"{"tool": "sleep"}"#,
     )
     .await?;
