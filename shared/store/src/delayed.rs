@@ -38,21 +38,20 @@ impl Store {
         next_attempt: u32,
     ) -> StoreResult<Write> {
         let mut con = self.con.clone();
+        let key = self.layout.task_key(&d.task_id, &d.owner);
         replies::read(
-            self.scripts
-                .retry
-                .key(self.layout.task_key(&d.task_id, &d.owner))
-                .key(&d.stream)
-                .key(keys::delayed_key(&d.stream))
-                .arg(self.layout.events_channel(&d.task_id))
-                .arg(keys::GROUP)
-                .arg(&d.entry)
-                .arg(fence)
-                .arg(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX))
-                .arg(message)
-                .arg(next_attempt)
-                .invoke_async(&mut con)
-                .await?,
+            self.on_delivery(
+                &self.scripts.retry,
+                &key,
+                d,
+                &[keys::delayed_key(&d.stream)],
+            )
+            .arg(fence)
+            .arg(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX))
+            .arg(message)
+            .arg(next_attempt)
+            .invoke_async(&mut con)
+            .await?,
         )
     }
 

@@ -122,6 +122,30 @@ pub enum Finish {
 }
 
 impl Store {
+    /// `script` on delivered job `d`, as the job scripts take it: KEYS its task hash
+    /// (`task_key`), its stream, then `side` (keys of the stream's hash tag); ARGV the
+    /// task's channel, the consumer group and the entry id. The caller adds its own ARGV.
+    pub(crate) fn on_delivery<'a>(
+        &self,
+        script: &'a redis::Script,
+        task_key: &str,
+        d: &Delivery,
+        side: &[String],
+    ) -> redis::ScriptInvocation<'a> {
+        let mut invocation = script.key(task_key);
+        invocation.key(&d.stream);
+        for key in side {
+            invocation.key(key);
+        }
+        invocation
+            .arg(self.layout.events_channel(&d.task_id))
+            .arg(keys::GROUP)
+            .arg(&d.entry);
+        invocation
+    }
+}
+
+impl Store {
     /// Create the consumer group of each queue (and the stream) if missing.
     ///
     /// # Errors
@@ -163,14 +187,9 @@ impl Store {
         max_deliveries: u32,
     ) -> StoreResult<Start> {
         let mut con = self.con.clone();
+        let key = self.layout.task_key(&d.task_id, &d.owner);
         replies::read(
-            self.scripts
-                .start
-                .key(self.layout.task_key(&d.task_id, &d.owner))
-                .key(&d.stream)
-                .arg(self.layout.events_channel(&d.task_id))
-                .arg(keys::GROUP)
-                .arg(&d.entry)
+            self.on_delivery(&self.scripts.start, &key, d, &[])
                 .arg(worker)
                 .arg(max_deliveries)
                 .arg(mcp_tasks_protocol::jsonrpc::INTERNAL_ERROR)
@@ -240,12 +259,8 @@ impl Store {
             Finish::Cancelled => ("cancelled", "", "", "Cancelled by request"),
         };
         let key = self.layout.task_key(&d.task_id, &d.owner);
-        let mut script = self.scripts.finish.key(&key);
+        let mut script = self.on_delivery(&self.scripts.finish, &key, d, &[]);
         script
-            .key(&d.stream)
-            .arg(self.layout.events_channel(&d.task_id))
-            .arg(keys::GROUP)
-            .arg(&d.entry)
             .arg(fence)
             .arg(status)
             .arg(field)

@@ -149,15 +149,9 @@ impl Store {
         again: Option<Duration>,
     ) -> StoreResult<bool> {
         let mut con = self.con.clone();
+        let key = self.layout.task_key(&d.task_id, &d.owner);
         let parked: i64 = self
-            .scripts
-            .park
-            .key(self.layout.task_key(&d.task_id, &d.owner))
-            .key(&d.stream)
-            .key(keys::delayed_key(&d.stream))
-            .arg(self.layout.events_channel(&d.task_id))
-            .arg(keys::GROUP)
-            .arg(&d.entry)
+            .on_delivery(&self.scripts.park, &key, d, &[keys::delayed_key(&d.stream)])
             .arg(u64::try_from(again.unwrap_or(ASK_EVERY).as_millis()).unwrap_or(u64::MAX))
             .arg(message)
             .invoke_async(&mut con)

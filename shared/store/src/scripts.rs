@@ -61,11 +61,11 @@ impl Scripts {
             stored: script(include_str!("scripts/stored.lua")),
             hold: script(include_str!("scripts/hold.lua")),
             unhold: script(include_str!("scripts/unhold.lua")),
-            prune_held: Script::new(include_str!("scripts/prune_held.lua")),
+            prune_held: script(include_str!("scripts/prune_held.lua")),
             retry: script(include_str!("scripts/retry.lua")),
             due: script(include_str!("scripts/due.lua")),
             acquire: script(include_str!("scripts/acquire.lua")),
-            tally: Script::new(include_str!("scripts/tally.lua")),
+            tally: script(include_str!("scripts/tally.lua")),
             park: script(include_str!("scripts/park.lua")),
             rate: script(include_str!("scripts/rate.lua")),
             limits: script(include_str!("scripts/limits.lua")),
@@ -78,12 +78,10 @@ mod tests {
     use super::PRELUDE;
 
     /// The scripts loaded without the prelude (`Script::new` of the file alone).
-    const BARE: [(&str, &str); 5] = [
+    const BARE: [(&str, &str); 3] = [
         ("sweep_lease", include_str!("scripts/sweep_lease.lua")),
         ("handover", include_str!("scripts/handover.lua")),
         ("touch_session", include_str!("scripts/touch_session.lua")),
-        ("tally", include_str!("scripts/tally.lua")),
-        ("prune_held", include_str!("scripts/prune_held.lua")),
     ];
 
     /// A script loaded bare that calls a prelude function fails in Redis at run time

@@ -242,16 +242,10 @@ impl Store {
     /// Redis unavailable.
     pub async fn hold(&self, d: &crate::Delivery, message: &str) -> StoreResult<bool> {
         let mut con = self.con.clone();
+        let key = self.layout.task_key(&d.task_id, &d.owner);
+        let side = [keys::held_key(&d.stream), keys::held_ends_key(&d.stream)];
         let held: i64 = self
-            .scripts
-            .hold
-            .key(self.layout.task_key(&d.task_id, &d.owner))
-            .key(&d.stream)
-            .key(keys::held_key(&d.stream))
-            .key(keys::held_ends_key(&d.stream))
-            .arg(self.layout.events_channel(&d.task_id))
-            .arg(keys::GROUP)
-            .arg(&d.entry)
+            .on_delivery(&self.scripts.hold, &key, d, &side)
             .arg(message)
             .invoke_async(&mut con)
             .await?;

@@ -13,14 +13,7 @@ if not task or is_terminal(task.status) then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return 0
 end
-local fields, queued = this[1][2], false
-for i = 1, #fields, 2 do
-  if fields[i] == 'queued' then queued = true end
-end
-if not queued then
-  fields[#fields + 1] = 'queued'
-  fields[#fields + 1] = string.match(ARGV[3], '^(%d+)')
-end
+local fields = requeue_fields(this[1][2], ARGV[3], nil)
 redis.call('ZADD', KEYS[3], now_ms() + tonumber(ARGV[4]), cjson.encode(fields))
 ack(KEYS[2], ARGV[2], ARGV[3])
 commit(KEYS[1], ARGV[1], task, {msg = ARGV[5], held = '1'}, task.msg ~= ARGV[5] or task.held ~= '1')

@@ -1,10 +1,9 @@
 -- Drop the held jobs whose task's TTL has ended (hold.lua recorded when): their tasks are
--- gone, and a restore would only queue them to be skipped. Loaded without the prelude.
+-- gone, and a restore would only queue them to be skipped.
 -- KEYS[1] held hash   KEYS[2] held jobs' ends (zset, same hash tag)
 -- ARGV[1] at most this many in one call
 -- Returns how many were dropped.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
 if #gone > 0 then
   redis.call('HDEL', KEYS[1], unpack(gone))

@@ -4,8 +4,7 @@
 -- the processes' clocks need not agree.
 -- KEYS[1] tallies hash (process -> JSON)   KEYS[2] sorted set (process -> last write ms)
 -- ARGV[1] process   ARGV[2] tally JSON   ARGV[3] stale after (ms)
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[2], now, ARGV[1])
 local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[3]), 'LIMIT', 0, 100)
