@@ -27,7 +27,7 @@ static TALLY: Mutex<Tally> = Mutex::new(Tally {
     failed: 0,
     cancelled: 0,
     run_time: BTreeMap::new(),
-    recent: Vec::new(),
+    recent: std::collections::VecDeque::new(),
 });
 
 fn with(f: impl FnOnce(&mut Tally)) {
@@ -43,9 +43,9 @@ pub fn created(task: &str, owner: &str, queue: &str) {
     with(|t| {
         t.created += 1;
         if t.recent.len() >= MAX_RECENT_CREATED {
-            t.recent.remove(0);
+            t.recent.pop_front();
         }
-        t.recent.push(CreatedTask {
+        t.recent.push_back(CreatedTask {
             task: task.to_owned(),
             owner: owner.to_owned(),
             queue: queue.to_owned(),

@@ -502,28 +502,9 @@ async fn api_route(
                 Err(res) => res,
             }
         }
-        (&Method::GET, ["strikes"]) => match state.store.strikes().await {
-            Ok(list) => {
-                let rows: Vec<serde_json::Value> = list
-                    .0
-                    .iter()
-                    .map(|s| {
-                        serde_json::json!({
-                            "tool": s.tool,
-                            "where": s.when.as_ref().map(|(a, v)| format!("{a}={v}")),
-                            "describe": s.describe(),
-                            "since_ms": s.at_ms,
-                            "cancel_running": s.cancel_running,
-                        })
-                    })
-                    .collect();
-                api::ok(&serde_json::json!({ "strikes": rows }))
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "console: strikes not read");
-                api::error(StatusCode::SERVICE_UNAVAILABLE, "redis unavailable; retry")
-            }
-        },
+        (&Method::GET, ["strikes"]) => {
+            api::ok(&serde_json::json!({ "strikes": console.view.fleet().strikes }))
+        }
         (&Method::POST, ["strikes"]) => {
             match strike::strike(state, (body, json_body), principal).await {
                 Ok(struck) => {

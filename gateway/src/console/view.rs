@@ -229,6 +229,11 @@ impl View {
     }
 
     /// One remembered task.
+    /// Whether the task `id` is remembered (no copy made).
+    pub(crate) fn knows(&self, id: &str) -> bool {
+        self.read().tasks.contains_key(id)
+    }
+
     pub(crate) fn task(&self, id: &str) -> Option<Known> {
         self.read().tasks.get(id).cloned()
     }
@@ -370,11 +375,11 @@ pub(crate) async fn refresher(
             event = watches.recv() => match event {
                 None => return,
                 Some((task, TaskEvent::Changed(record))) => {
-                    if record.is_terminal() || view.task(&task).is_none() {
+                    if record.is_terminal() || !view.knows(&task) {
                         watches.remove(&task);
                     }
                     // A late event of a task forgotten meanwhile does not bring it back.
-                    if view.task(&task).is_some()
+                    if view.knows(&task)
                         && view.remember((*record).clone(), None, &mut watches)
                     {
                         view.bump();
@@ -443,7 +448,7 @@ async fn refresh(
     let mut new_tasks: BTreeMap<String, (String, String)> = tallies
         .iter()
         .flat_map(|(_, t)| &t.recent)
-        .filter(|c| view.task(&c.task).is_none())
+        .filter(|c| !view.knows(&c.task))
         .map(|c| (c.task.clone(), (c.owner.clone(), c.queue.clone())))
         .collect();
     let mut changed = false;
@@ -484,7 +489,7 @@ async fn refresh(
             held,
         });
         for j in q.recent {
-            if view.task(&j.task_id).is_none() {
+            if !view.knows(&j.task_id) {
                 new_tasks.insert(j.task_id, (j.owner, name.clone()));
             }
         }

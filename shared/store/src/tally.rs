@@ -41,8 +41,8 @@ pub struct Tally {
     /// The tasks this process created in the last [`RECENT_CREATED_MS`], at most
     /// [`MAX_RECENT_CREATED`], oldest first: how every console learns of every task,
     /// even one that ends before a refresh finds it in its queue stream.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub recent: Vec<CreatedTask>,
+    #[serde(default, skip_serializing_if = "std::collections::VecDeque::is_empty")]
+    pub recent: std::collections::VecDeque<CreatedTask>,
 }
 
 /// A task as a tally names it.

@@ -320,7 +320,7 @@ impl Runner {
         {
             Ok(mcp_tasks_store::limits::Slot::Taken { .. }) => {
                 let id = (limit, d.task_id.clone());
-                lock(&self.slots_held).insert(id.clone(), ());
+                lock(&self.slots_held).insert(id.clone());
                 Some(Some(LimitSlot {
                     store: self.store.clone(),
                     held: self.slots_held.clone(),
@@ -441,7 +441,7 @@ impl Runner {
     }
 }
 
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A map of plain values: a panic elsewhere leaves nothing half-done.
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -449,7 +449,7 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// A concurrency slot held by a run; given back (in the background) when dropped.
 struct LimitSlot {
     store: Store,
-    held: Arc<std::sync::Mutex<HashMap<(String, String), ()>>>,
+    held: Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>,
     id: (String, String),
 }
 

@@ -82,7 +82,7 @@ pub(crate) struct Runner {
     /// The concurrency and rate limits of each tool that has one.
     pub(crate) limits: HashMap<String, Limits>,
     /// The limit slots this worker's runs hold (limit, task id), renewed with the claims.
-    pub(crate) slots_held: Arc<std::sync::Mutex<HashMap<(String, String), ()>>>,
+    pub(crate) slots_held: Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>,
     /// Woken when this worker puts a job in a delayed set, so the loop moving due jobs
     /// (`lib.rs`) looks again at once rather than after its longest sleep.
     pub(crate) due_wake: Arc<tokio::sync::Notify>,
@@ -346,13 +346,8 @@ impl Runner {
                 () = stop.cancelled() => return,
                 _ = tick.tick() => {
                     self.claims.renew(&self.store, &self.consumer).await;
-                    let held: Vec<(String, String)> = self
-                        .slots_held
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .keys()
-                        .cloned()
-                        .collect();
+                    let held: Vec<(String, String)> =
+                        job::lock(&self.slots_held).iter().cloned().collect();
                     if let Err(e) = self.store.renew_slots(&held, self.lease).await {
                         tracing::warn!(error = %e, "cannot renew concurrency slots");
                     }
