@@ -392,6 +392,15 @@ async fn console_events_signal_real_changes_only() -> Result<()> {
     Ok(())
 }
 
+/// `POST path` with a form `body` and this server's `origin`, as a browser sends a form.
+async fn post_form(client: &Client, origin: &str, path: &str, body: &str) -> Result<Answer> {
+    let headers = [
+        ("origin", origin),
+        ("content-type", "application/x-www-form-urlencoded"),
+    ];
+    send(client, "POST", path, &headers, body).await
+}
+
 /// `POST path` with a JSON `body` and this server's `origin`.
 async fn post_json(client: &Client, origin: &str, path: &str, body: &str) -> Result<Answer> {
     let headers = [("origin", origin), ("content-type", "application/json")];
@@ -449,10 +458,6 @@ async fn console_strikes_a_tool_and_restores_it() -> Result<()> {
     let client = gateway.client();
     client.wait_for_tool("sleep").await?;
     let origin = format!("http://{}", gateway.addr);
-    let form = [
-        ("origin", origin.as_str()),
-        ("content-type", "application/x-www-form-urlencoded"),
-    ];
     let strikes = || async {
         let listed = get(&client, "/console/api/strikes").await?.json()?;
         let names: Vec<String> = listed["strikes"]
@@ -492,14 +497,14 @@ async fn console_strikes_a_tool_and_restores_it() -> Result<()> {
         ("{\"tool\": \"sleep\"}", "Content-Type: application/json"),
         ("tool=a+b", "is not a tool name"),
     ] {
-        let a = send(&client, "POST", "/console/strikes", &form, body).await?;
+        let a = post_form(&client, &origin, "/console/strikes", body).await?;
         assert_eq!(a.status, 400, "{body}: {}", a.text);
         assert!(a.text.contains(want), "{body}: {}", a.text);
     }
     assert!(strikes().await?.is_empty(), "nothing struck by bad asks");
 
     // Strike from the form: new calls get a tool error naming it, on the gateway.
-    let a = send(&client, "POST", "/console/strikes", &form, "tool=sleep").await?;
+    let a = post_form(&client, &origin, "/console/strikes", "tool=sleep").await?;
     assert_eq!(a.status, 303, "{}", a.text);
     assert_eq!(a.headers["location"], "/console/");
     let landed = get(&client, "/console/").await?;
@@ -575,13 +580,13 @@ async fn console_strikes_a_tool_and_restores_it() -> Result<()> {
 
     // The Restore button of the where-strike lifts that strike alone.
     let fields = button_form(&page.text, "Restore tool sleep where steps=1")?;
-    let a = send(&client, "POST", "/console/strikes/restore", &form, &fields).await?;
+    let a = post_form(&client, &origin, "/console/strikes/restore", &fields).await?;
     assert_eq!(a.status, 303, "{fields}: {}", a.text);
     assert_eq!(strikes().await?, ["tool sleep"]);
 
     // A name no worker advertises is struck with a note (it may be a typo); a restore of a
     // strike not in force names those that are.
-    let a = send(&client, "POST", "/console/strikes", &form, "tool=sleeep").await?;
+    let a = post_form(&client, &origin, "/console/strikes", "tool=sleeep").await?;
     assert_eq!(a.status, 200, "{}", a.text);
     assert!(
         a.text
@@ -602,14 +607,7 @@ async fn console_strikes_a_tool_and_restores_it() -> Result<()> {
         why.contains("no strike on tool sleep where ms=1 (in force: tool sleep, tool sleeep)"),
         "{why}"
     );
-    let a = send(
-        &client,
-        "POST",
-        "/console/strikes/restore",
-        &form,
-        "tool=sleeep",
-    )
-    .await?;
+    let a = post_form(&client, &origin, "/console/strikes/restore", "tool=sleeep").await?;
     assert_eq!(a.status, 303, "{}", a.text);
 
     // With no worker up, the console's restore queues every held call itself.
@@ -776,18 +774,13 @@ async fn console_admits_only_its_principals() -> Result<()> {
     }
     assert_eq!(get(&alice, "/console/api/queues").await?.status, 200);
     let origin = format!("http://{}", gateway.addr);
-    let form = [
-        ("content-type", "application/x-www-form-urlencoded"),
-        ("origin", origin.as_str()),
-    ];
 
     // Bob's valid token and a made-up one are refused alike, without a cookie.
     for token in [BOB_TOKEN, "no-such-token-0123456789"] {
-        let a = send(
+        let a = post_form(
             &anonymous,
-            "POST",
+            &origin,
             "/console/signin",
-            &form,
             &format!("token={token}"),
         )
         .await?;
@@ -800,18 +793,17 @@ async fn console_admits_only_its_principals() -> Result<()> {
         &anonymous,
         "POST",
         "/console/signin",
-        &form[..1],
+        &[("content-type", "application/x-www-form-urlencoded")],
         &format!("token={ALICE_TOKEN}"),
     )
     .await?;
     assert_eq!(a.status, 403);
     assert!(!a.headers.contains_key("set-cookie"));
 
-    let a = send(
+    let a = post_form(
         &anonymous,
-        "POST",
+        &origin,
         "/console/signin",
-        &form,
         &format!("token={ALICE_TOKEN}"),
     )
     .await?;
@@ -854,15 +846,10 @@ async fn console_session_ends_when_its_token_is_revoked() -> Result<()> {
     } = Guarded::start()?;
     let client = gateway.client();
     let origin = format!("http://{}", gateway.addr);
-    let form = [
-        ("content-type", "application/x-www-form-urlencoded"),
-        ("origin", origin.as_str()),
-    ];
-    let a = send(
+    let a = post_form(
         &client,
-        "POST",
+        &origin,
         "/console/signin",
-        &form,
         &format!("token={ALICE_TOKEN}"),
     )
     .await?;
@@ -901,26 +888,20 @@ async fn console_limits_sign_in_attempts() -> Result<()> {
     } = Guarded::start()?;
     let client = gateway.client();
     let origin = format!("http://{}", gateway.addr);
-    let form = [
-        ("content-type", "application/x-www-form-urlencoded"),
-        ("origin", origin.as_str()),
-    ];
     for _ in 0..10 {
-        let a = send(
+        let a = post_form(
             &client,
-            "POST",
+            &origin,
             "/console/signin",
-            &form,
             "token=guess-0123456789",
         )
         .await?;
         assert_eq!(a.status, 403, "{}", a.text);
     }
-    let a = send(
+    let a = post_form(
         &client,
-        "POST",
+        &origin,
         "/console/signin",
-        &form,
         &format!("token={ALICE_TOKEN}"),
     )
     .await?;
@@ -958,10 +939,6 @@ async fn console_signs_in_with_a_jwt() -> Result<()> {
     let gateway = Gateway::start(&redis.url(), &env)?;
     let client = gateway.client();
     let origin = format!("http://{}", gateway.addr);
-    let form = [
-        ("content-type", "application/x-www-form-urlencoded"),
-        ("origin", origin.as_str()),
-    ];
     for (why, jwt) in [
         ("expired", issuer.token("carol", "mcp-tasks-test", -120)),
         (
@@ -969,26 +946,12 @@ async fn console_signs_in_with_a_jwt() -> Result<()> {
             issuer.token("dave", "mcp-tasks-test", 600),
         ),
     ] {
-        let a = send(
-            &client,
-            "POST",
-            "/console/signin",
-            &form,
-            &format!("token={jwt}"),
-        )
-        .await?;
+        let a = post_form(&client, &origin, "/console/signin", &format!("token={jwt}")).await?;
         assert_eq!(a.status, 403, "{why}");
         assert!(!a.headers.contains_key("set-cookie"), "{why}");
     }
     let jwt = issuer.token("carol", "mcp-tasks-test", 600);
-    let a = send(
-        &client,
-        "POST",
-        "/console/signin",
-        &form,
-        &format!("token={jwt}"),
-    )
-    .await?;
+    let a = post_form(&client, &origin, "/console/signin", &format!("token={jwt}")).await?;
     assert_eq!(a.status, 303, "{}", a.text);
     let set = a.headers["set-cookie"].to_str()?;
     let max_age: u64 = set
