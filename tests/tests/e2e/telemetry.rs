@@ -132,10 +132,19 @@ async fn metrics_endpoints_count_the_work() -> Result<()> {
             .await?;
     }
     let g1 = metrics_text(gateway).await?;
-    let w1 = metrics_text(worker).await?;
     let moved = |a: &str, b: &str, name: &str, labels: &[(&str, &str)]| {
         metric_value(b, name, labels) - metric_value(a, name, labels)
     };
+    // The worker counts a job after its finish script has made the task terminal, so a
+    // client can see `completed` a moment before the worker's counters move: read them once
+    // the worker is idle again.
+    let idle = [("queue_name", "default")];
+    let w1 = poll_until(Duration::from_secs(10), || async {
+        let w = metrics_text(worker).await.ok()?;
+        (metric_value(&w, "mcpt_tasks_running", &idle) == 0.0).then_some(w)
+    })
+    .await
+    .context("the worker still counts a job running after all three completed")?;
     assert_eq!(
         moved(&g0, &g1, "mcpt_tasks_created_total", &sleep),
         3.0,
@@ -174,12 +183,13 @@ async fn metrics_endpoints_count_the_work() -> Result<()> {
         .wait_status(&id, "input_required", Duration::from_secs(20))
         .await?;
     let waiting = [("queue_name", "default")];
-    let w2 = metrics_text(worker).await?;
-    assert_eq!(
-        metric_value(&w2, "mcpt_tasks_input_required", &waiting),
-        1.0,
-        "{w2}"
-    );
+    // Counted once the worker has parked it, which may follow the status by a moment.
+    poll_until(Duration::from_secs(10), || async {
+        let w = metrics_text(worker).await.ok()?;
+        (metric_value(&w, "mcpt_tasks_input_required", &waiting) == 1.0).then_some(())
+    })
+    .await
+    .context("the parked task never counted as waiting for input")?;
     client.cancel(&id).await?;
     let cancelled = [("tool_name", "ask"), ("task_status", "cancelled")];
     let g3 = metrics_text(gateway).await?;
