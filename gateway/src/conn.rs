@@ -234,6 +234,25 @@ impl Drop for Conn {
     }
 }
 
+/// Whether a new connection opens with HTTP/2's preface (`PRI * HTTP/2.0…`; no HTTP/1
+/// method starts with `PRI `), read without taking its bytes. A connection closed or
+/// failing before four bytes goes to HTTP/1, which sees the same and ends it.
+pub(crate) async fn opens_with_http2_preface(stream: &tokio::net::TcpStream) -> bool {
+    const PREFACE: &[u8; 4] = b"PRI ";
+    let mut first = [0u8; 4];
+    loop {
+        match stream.peek(&mut first).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) if n == PREFACE.len() || first[..n] != PREFACE[..n] => {
+                return first == *PREFACE;
+            }
+            // A prefix of the preface so far: peek again once more has come (the socket
+            // stays readable meanwhile, so wait a little rather than spin).
+            Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(2)).await,
+        }
+    }
+}
+
 /// A socket that tells its [`Conn`] when bytes arrive.
 #[derive(Debug)]
 pub(crate) struct Watched<S> {
@@ -353,6 +372,53 @@ impl<B: Body + Unpin> Body for Tracked<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The gateway's side of a loopback connection whose client sent `parts`, a moment
+    /// apart, then closed.
+    async fn accepted_after(parts: &'static [&'static [u8]]) -> tokio::net::TcpStream {
+        use tokio::io::AsyncWriteExt as _;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+            for part in parts {
+                client.write_all(part).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        listener.accept().await.unwrap().0
+    }
+
+    #[tokio::test]
+    async fn the_http2_preface_is_recognised_also_when_it_comes_in_pieces() {
+        let preface: &[&[u8]] = &[b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"];
+        let split: &[&[u8]] = &[b"P", b"RI * HTTP/2.0\r\n\r\nSM\r\n\r\n"];
+        assert!(opens_with_http2_preface(&accepted_after(preface).await).await);
+        assert!(opens_with_http2_preface(&accepted_after(split).await).await);
+        const HTTP1: [&[&[u8]]; 4] = [
+            &[b"POST /mcp HTTP/1.1\r\n"],
+            &[b"P", b"OST / HTTP/1.1"],
+            &[b"PRIX"],
+            &[],
+        ];
+        for http1 in HTTP1 {
+            let stream = accepted_after(http1).await;
+            assert!(!opens_with_http2_preface(&stream).await, "{http1:?}");
+            // Peeked, not read: HTTP/1 still gets every byte.
+            let mut all = Vec::new();
+            let mut buf = [0u8; 64];
+            loop {
+                stream.readable().await.unwrap();
+                match stream.try_read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => all.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            assert_eq!(all, http1.concat());
+        }
+    }
 
     fn conns(max: usize) -> Arc<Connections> {
         Arc::new(Connections::new(

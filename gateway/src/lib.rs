@@ -42,7 +42,9 @@ mod registry;
 mod reply;
 mod state;
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -131,8 +133,10 @@ pub async fn run(
     ));
     // No hyper header timeout: it would also close idle keep-alive connections at the
     // header timeout; `conn` times request heads and idleness apart.
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    builder.http1().header_read_timeout(None);
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    http1.header_read_timeout(None);
+    let http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    let builders = Arc::new((http1, http2));
     let graceful = GracefulShutdown::new();
     tracing::info!(addr = %local, "gateway started");
     // After SIGTERM: report not-ready but keep accepting for MCPT_DRAIN_DELAY, so load
@@ -182,21 +186,26 @@ pub async fn run(
                 Ok::<_, std::convert::Infallible>(res.map(|body| conn::Tracked::new(body, busy)))
             }
         });
-        let conn = builder
-            .serve_connection(
-                TokioIo::new(conn::Watched::new(stream, slot.clone())),
-                service,
-            )
-            .into_owned();
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
+        let (builders, watcher) = (builders.clone(), graceful.watcher());
+        let task = async move {
+            let http2 = tokio::select! {
+                http2 = conn::opens_with_http2_preface(&stream) => http2,
+                why = slot.closing() => return conn::Conn::record_close(why),
+            };
+            let io = TokioIo::new(conn::Watched::new(stream, slot.clone()));
+            let served: Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>> = if http2 {
+                Box::pin(watcher.watch(builders.1.serve_connection(io, service)))
+            } else {
+                Box::pin(watcher.watch(builders.0.serve_connection(io, service)))
+            };
             tokio::select! {
-                ended = conn => if let Err(e) = ended {
+                ended = served => if let Err(e) = ended {
                     tracing::debug!(peer = %peer, error = %e, "connection ended with an error");
                 },
                 why = slot.closing() => conn::Conn::record_close(why),
             }
-        });
+        };
+        tokio::spawn(task);
     }
     tracing::info!("draining in-flight requests");
     if tokio::time::timeout(state.config.shutdown_grace, graceful.shutdown())

@@ -106,6 +106,16 @@ impl Client {
         }
     }
 
+    /// A client speaking HTTP/2 only, without TLS (prior knowledge, as `h2c` clients do).
+    pub fn over_http2(addr: SocketAddr) -> Client {
+        Client {
+            http: HyperClient::builder(TokioExecutor::new())
+                .http2_only(true)
+                .build_http(),
+            ..Client::new(addr)
+        }
+    }
+
     /// The same client, posting MCP requests to `path` instead of `/mcp`.
     pub fn with_path(&self, path: &str) -> Client {
         Client {

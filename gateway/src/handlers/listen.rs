@@ -128,19 +128,7 @@ pub(crate) async fn listen(
     let state = state.clone();
     // The stream is returned first and filled by the task: the ack and snapshots can exceed
     // the channel's capacity, which only drains once hyper has the body.
-    tokio::spawn(
-        async move {
-            let _open = OpenListener::new();
-            let _slot = slot;
-            let _ = stream.tx.send(sse_event(&ack)).await;
-            let mut stream = stream;
-            for rec in &initial {
-                stream.emit(rec).await;
-            }
-            stream.run(state).await;
-        }
-        .instrument(span),
-    );
+    tokio::spawn(stream.run(state, slot, ack, initial).instrument(span));
     Ok(Reply::Sse(rx))
 }
 
@@ -277,7 +265,25 @@ impl Stream {
         }
     }
 
-    async fn run(mut self, state: Arc<State>) {
+    /// Send the acknowledgement and the snapshots, then every change until the client
+    /// leaves or the gateway ends the stream; the owner's slot is held until then.
+    async fn run(
+        mut self,
+        state: Arc<State>,
+        _slot: ListenerSlot,
+        ack: Vec<u8>,
+        snapshots: Vec<TaskRecord>,
+    ) {
+        let _open = OpenListener::new();
+        // Boxed here and below (events, re-reads): a stream idles in this function for
+        // hours, and what a send holds would otherwise be part of its state all along.
+        Box::pin(async {
+            let _ = self.tx.send(sse_event(&ack)).await;
+            for rec in snapshots {
+                self.emit(&rec).await;
+            }
+        })
+        .await;
         let mut keepalive = tokio::time::interval(KEEPALIVE);
         keepalive.tick().await;
         let mut retry = tokio::time::interval(REREAD_RETRY);
@@ -300,18 +306,27 @@ impl Stream {
                 // Once every watched task ended the stream only keeps alive.
                 event = self.watches.recv(), if hub && !self.watches.is_empty() => match event {
                     None => hub = false,
-                    Some((id, _)) if !self.watches.contains(&id) => {}
-                    Some((_, TaskEvent::Changed(rec))) => self.send_task(&rec).await,
-                    Some((id, TaskEvent::Resync)) => self.reread(&state, &id).await,
+                    Some((id, event)) => Box::pin(self.on_event(&state, id, event)).await,
                 },
                 _ = retry.tick(), if !self.unread.is_empty() => {
                     for id in std::mem::take(&mut self.unread) {
-                        self.reread(&state, &id).await;
+                        Box::pin(self.reread(&state, &id)).await;
                     }
                 }
             }
         }
         tracing::debug!("listen stream closed");
+    }
+
+    /// A watched task changed (send it if newer) or may have (re-read it).
+    async fn on_event(&mut self, state: &State, id: Arc<str>, event: TaskEvent) {
+        if !self.watches.contains(&id) {
+            return;
+        }
+        match event {
+            TaskEvent::Changed(rec) => self.send_task(&rec).await,
+            TaskEvent::Resync => self.reread(state, &id).await,
+        }
     }
 
     /// Re-read a task after events may have been missed; retried until Redis answers.

@@ -190,3 +190,27 @@ async fn idle_connections_close_after_the_idle_timeout() -> Result<()> {
     );
     Ok(())
 }
+
+/// HTTP/2 without TLS (prior knowledge) is served like HTTP/1.1: the gateway tells the two
+/// apart by the preface and answers a task's whole round trip over HTTP/2.
+#[tokio::test]
+async fn an_http2_client_runs_a_task_end_to_end() -> Result<()> {
+    let ctx = mcp_tasks_tests::TestContext::start(1, 1).await?;
+    let addr = ctx.gateways[0].addr;
+    let h2 = mcp_tasks_tests::Client::over_http2(addr);
+    let health = h2
+        .send_raw("GET", "/healthz", &[], bytes::Bytes::new())
+        .await?;
+    ensure!(
+        health.status() == 200 && health.version() == hyper::Version::HTTP_2,
+        "/healthz over HTTP/2: {} {:?}",
+        health.status(),
+        health.version()
+    );
+    h2.wait_for_tool("sleep").await?;
+    let id = h2.start_task("sleep", json!({"ms": 10})).await?;
+    h2.wait_status(&id, "completed", Duration::from_secs(20))
+        .await?;
+    ctx.cleanup().await;
+    Ok(())
+}
