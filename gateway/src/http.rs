@@ -4,7 +4,8 @@
 //! right era (base-protocol.md §6). Responses are built in `reply.rs`, errors mapped in
 //! `error.rs`.
 
-use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -27,15 +28,19 @@ use crate::{auth, legacy};
 /// answer (boxed: responses are large).
 type Step<T> = Result<T, Box<Response<ResBody>>>;
 
+/// What a request is answered with, boxed once: the pipeline's future is kilobytes, and
+/// built here rather than awaited in an `async fn` router it is neither laid out twice nor
+/// copied into hyper's connection (which keeps one slot the size of its future for the whole
+/// life of an HTTP/1 connection).
+pub(crate) type Served = Pin<Box<dyn Future<Output = Response<ResBody>> + Send>>;
+
 /// Route one HTTP request.
-pub(crate) async fn serve(
-    state: Arc<State>,
-    req: Request<Incoming>,
-) -> Result<Response<ResBody>, Infallible> {
+pub(crate) fn serve(state: Arc<State>, req: Request<Incoming>) -> Served {
+    let answer = |res: Response<ResBody>| -> Served { Box::pin(std::future::ready(res)) };
     let path = req.uri().path();
-    Ok(match (req.method(), path) {
-        (&Method::GET, "/healthz") => full(StatusCode::OK, Some("text/plain"), "ok\n"),
-        (&Method::GET, "/readyz") => {
+    match (req.method(), path) {
+        (&Method::GET, "/healthz") => answer(full(StatusCode::OK, Some("text/plain"), "ok\n")),
+        (&Method::GET, "/readyz") => Box::pin(async move {
             if state.ready() && state.store.ping().await.is_ok() {
                 full(StatusCode::OK, Some("text/plain"), "ready\n")
             } else {
@@ -45,32 +50,36 @@ pub(crate) async fn serve(
                     "not ready\n",
                 )
             }
-        }
+        }),
         (&Method::GET, auth::METADATA_PATH | "/.well-known/oauth-protected-resource/mcp")
             if state.auth.enabled() =>
         {
             let meta = auth::resource_metadata(&state.config.auth, req.headers());
-            full(
+            answer(full(
                 StatusCode::OK,
                 Some("application/json"),
                 serde_json::to_vec(&meta).unwrap_or_default(),
-            )
+            ))
         }
-        (&Method::GET, "/metrics") => full(
+        (&Method::GET, "/metrics") => answer(full(
             StatusCode::OK,
             Some("text/plain; version=0.0.4"),
             mcp_tasks_shared::telemetry::prometheus_text(),
-        ),
-        (&Method::POST | &Method::DELETE, "/mcp") => mcp(state, req).await,
+        )),
+        (&Method::POST | &Method::DELETE, "/mcp") => Box::pin(mcp(state, req)),
         (&Method::GET, "/mcp") if req.headers().contains_key(legacy::SESSION_HEADER) => {
-            mcp(state, req).await
+            Box::pin(mcp(state, req))
         }
-        (_, "/mcp") => method_not_allowed("POST, DELETE"),
+        (_, "/mcp") => answer(method_not_allowed("POST, DELETE")),
         (_, p) if p == "/console" || p.starts_with("/console/") => {
-            crate::console::serve(&state, req).await
+            Box::pin(async move { crate::console::serve(&state, req).await })
         }
-        _ => full(StatusCode::NOT_FOUND, Some("text/plain"), "not found\n"),
-    })
+        _ => answer(full(
+            StatusCode::NOT_FOUND,
+            Some("text/plain"),
+            "not found\n",
+        )),
+    }
 }
 
 /// 405 naming the methods `/mcp` takes here.
@@ -123,8 +132,10 @@ async fn mcp_steps(state: &Arc<State>, req: Request<Incoming>) -> Step<Response<
     check_origin_and_host(state, req.uri(), req.headers())?;
     let owner = authenticate(state, req.headers()).await?;
     let session = session_id(req.headers());
+    // The 2025 era's futures are boxed apart (here and below): they are the largest, and
+    // inline they would set the size of every 2026 request's box.
     if req.method() == Method::GET || req.method() == Method::DELETE {
-        return Ok(session_stream_or_end(state, &owner, session, &req).await);
+        return Ok(Box::pin(session_stream_or_end(state, &owner, session, &req)).await);
     }
     let post = check_post_headers(req.headers())?;
     let body = read_body(req.into_body(), state.config.max_body_bytes).await?;
@@ -136,7 +147,15 @@ async fn mcp_steps(state: &Arc<State>, req: Request<Incoming>) -> Step<Response<
                 .as_ref()
                 .and_then(|v| v.as_ref().ok())
                 .map(String::as_str);
-            legacy::post(state, owner, &sid, version, &body, post.accepts_sse).await
+            Box::pin(legacy::post(
+                state,
+                owner,
+                &sid,
+                version,
+                &body,
+                post.accepts_sse,
+            ))
+            .await
         }
         None => request_2026(state, owner, &post, &body).await,
     })

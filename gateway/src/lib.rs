@@ -177,12 +177,9 @@ pub async fn run(
         let service = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
             req.extensions_mut().insert(conn::Peer(peer));
             let busy = requests.begin();
-            // Boxed: hyper keeps one allocation the size of this future for the whole life
-            // of an HTTP/1 connection, and the pipeline's future is kilobytes; an idle
-            // listener's connection would hold all of it.
-            let served = Box::pin(http::serve(state.clone(), req));
+            let served = http::serve(state.clone(), req);
             async move {
-                let res = served.await?;
+                let res = served.await;
                 Ok::<_, std::convert::Infallible>(res.map(|body| conn::Tracked::new(body, busy)))
             }
         });
