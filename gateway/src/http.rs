@@ -99,25 +99,31 @@ fn refuse(status: StatusCode, message: &str) -> Box<Response<ResBody>> {
     ))
 }
 
-/// The media types a header lists, over all its lines (RFC 9110 §5.3); `None` when a line
-/// is not text.
-fn media_types(headers: &hyper::HeaderMap, name: header::HeaderName) -> Option<Vec<String>> {
+/// The media types a header lists, over all its lines (RFC 9110 §5.3), as written: compare
+/// them with [`media_type_allows`]. `None` when a line is not text.
+fn media_types(headers: &hyper::HeaderMap, name: header::HeaderName) -> Option<Vec<&str>> {
     let mut types = Vec::new();
     for line in headers.get_all(name) {
         let line = line.to_str().ok()?;
         types.extend(
             line.split(',')
-                .map(|part| {
-                    part.split(';')
-                        .next()
-                        .unwrap_or("")
-                        .trim()
-                        .to_ascii_lowercase()
-                })
+                .map(|part| part.split(';').next().unwrap_or("").trim())
                 .filter(|t| !t.is_empty()),
         );
     }
     Some(types)
+}
+
+/// Whether the listed media `range` (`type/subtype`, `type/*` or `*/*`, any case) takes
+/// `wanted` (lowercase `type/subtype`).
+fn media_type_allows(range: &str, wanted: &str) -> bool {
+    if range == "*/*" || range.eq_ignore_ascii_case(wanted) {
+        return true;
+    }
+    match (range.strip_suffix("/*"), wanted.split_once('/')) {
+        (Some(major), Some((wanted_major, _))) => major.eq_ignore_ascii_case(wanted_major),
+        _ => false,
+    }
 }
 
 /// `/mcp`, one step after another.
@@ -244,7 +250,7 @@ async fn session_stream_or_end(
     let accepts_sse = media_types(req.headers(), header::ACCEPT)
         .unwrap_or_default()
         .iter()
-        .any(|t| t == "text/event-stream" || t == "text/*" || t == "*/*");
+        .any(|t| media_type_allows(t, "text/event-stream"));
     legacy::get(state, owner, &sid, accepts_sse).await
 }
 
@@ -261,7 +267,7 @@ struct Post {
 /// Content-Type must be JSON and Accept must allow JSON or SSE.
 fn check_post_headers(headers: &HeaderMap) -> Step<Post> {
     let content_type = media_types(headers, header::CONTENT_TYPE).unwrap_or_default();
-    if content_type.as_slice() != ["application/json"] {
+    if !matches!(content_type.as_slice(), [t] if t.eq_ignore_ascii_case("application/json")) {
         return Err(refuse(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "Content-Type must be application/json",
@@ -270,12 +276,7 @@ fn check_post_headers(headers: &HeaderMap) -> Step<Post> {
     // An Accept header that is not text names nothing acceptable.
     let absent = headers.get(header::ACCEPT).is_none();
     let accept = media_types(headers, header::ACCEPT).unwrap_or_default();
-    let accepts = |t: &str| {
-        absent
-            || accept.iter().any(|a| {
-                a == t || a == "*/*" || a == &format!("{}/*", t.split('/').next().unwrap_or(""))
-            })
-    };
+    let accepts = |t: &str| absent || accept.iter().any(|a| media_type_allows(a, t));
     if !accepts("application/json") && !accepts("text/event-stream") {
         return Err(refuse(
             StatusCode::NOT_ACCEPTABLE,
@@ -402,4 +403,47 @@ async fn dispatch_traced(
     }
     .instrument(span)
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn media_ranges_match_ignoring_case_with_wildcards() {
+        for (range, wanted, allowed) in [
+            ("application/json", "application/json", true),
+            ("Application/JSON", "application/json", true),
+            ("*/*", "text/event-stream", true),
+            ("text/*", "text/event-stream", true),
+            ("TEXT/*", "text/event-stream", true),
+            ("text/*", "application/json", false),
+            ("application/jsonx", "application/json", false),
+            ("application", "application/json", false),
+            ("*/json", "application/json", false),
+            ("text/html", "text/event-stream", false),
+        ] {
+            assert_eq!(
+                media_type_allows(range, wanted),
+                allowed,
+                "{range} for {wanted}"
+            );
+        }
+    }
+
+    #[test]
+    fn media_types_span_lines_and_drop_parameters() {
+        let mut headers = HeaderMap::new();
+        headers.append(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json; q=0.9, , text/event-stream"),
+        );
+        headers.append(header::ACCEPT, HeaderValue::from_static(" */* "));
+        assert_eq!(
+            media_types(&headers, header::ACCEPT),
+            Some(vec!["application/json", "text/event-stream", "*/*"])
+        );
+        headers.append(header::ACCEPT, HeaderValue::from_bytes(b"caf\xe9").unwrap());
+        assert_eq!(media_types(&headers, header::ACCEPT), None);
+    }
 }
