@@ -234,22 +234,41 @@ impl Drop for Conn {
     }
 }
 
-/// Whether a new connection opens with HTTP/2's preface (`PRI * HTTP/2.0…`; no HTTP/1
-/// method starts with `PRI `), read without taking its bytes. A connection closed or
-/// failing before four bytes goes to HTTP/1, which sees the same and ends it.
-pub(crate) async fn opens_with_http2_preface(stream: &tokio::net::TcpStream) -> bool {
+/// The first bytes of a new connection, read to tell HTTP/2's preface (`PRI * HTTP/2.0…`;
+/// no HTTP/1 method starts with `PRI `) from HTTP/1; [`Watched`] gives them to the server
+/// before the rest.
+#[derive(Debug, Default)]
+pub(crate) struct Opening {
+    bytes: [u8; 4],
+    len: u8,
+    given: u8,
+}
+
+impl Opening {
     const PREFACE: &[u8; 4] = b"PRI ";
-    let mut first = [0u8; 4];
-    loop {
-        match stream.peek(&mut first).await {
-            Ok(0) | Err(_) => return false,
-            Ok(n) if n == PREFACE.len() || first[..n] != PREFACE[..n] => {
-                return first == *PREFACE;
+
+    /// Read until the first bytes decide (four of them, or fewer that already differ from
+    /// the preface), the peer closes, or the read fails (the server then meets the same).
+    pub(crate) async fn read<S: AsyncRead + Unpin>(io: &mut S) -> Opening {
+        use tokio::io::AsyncReadExt as _;
+        let mut opening = Opening::default();
+        let mut n = 0;
+        while n < Self::PREFACE.len() {
+            match io.read(&mut opening.bytes[n..]).await {
+                Ok(0) | Err(_) => break,
+                Ok(k) => n += k,
             }
-            // A prefix of the preface so far: peek again once more has come (the socket
-            // stays readable meanwhile, so wait a little rather than spin).
-            Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(2)).await,
+            if opening.bytes[..n] != Self::PREFACE[..n] {
+                break;
+            }
         }
+        opening.len = n as u8;
+        opening
+    }
+
+    /// Whether the connection opened with HTTP/2's preface.
+    pub(crate) fn is_http2(&self) -> bool {
+        self.bytes == *Self::PREFACE && usize::from(self.len) == Self::PREFACE.len()
     }
 }
 
@@ -258,11 +277,13 @@ pub(crate) async fn opens_with_http2_preface(stream: &tokio::net::TcpStream) -> 
 pub(crate) struct Watched<S> {
     io: S,
     conn: Arc<Conn>,
+    /// Read before the server had the socket; given to it first.
+    opening: Opening,
 }
 
 impl<S> Watched<S> {
-    pub(crate) fn new(io: S, conn: Arc<Conn>) -> Self {
-        Watched { io, conn }
+    pub(crate) fn new(io: S, conn: Arc<Conn>, opening: Opening) -> Self {
+        Watched { io, conn, opening }
     }
 }
 
@@ -273,6 +294,15 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
+        let opening = &mut self.opening;
+        if opening.given < opening.len && buf.remaining() > 0 {
+            let rest = &opening.bytes[usize::from(opening.given)..usize::from(opening.len)];
+            let n = rest.len().min(buf.remaining());
+            buf.put_slice(&rest[..n]);
+            opening.given += n as u8;
+            self.conn.received(&buf.filled()[before..]);
+            return Poll::Ready(Ok(()));
+        }
         let polled = Pin::new(&mut self.io).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = polled
             && buf.filled().len() > before
@@ -389,34 +419,52 @@ mod tests {
         listener.accept().await.unwrap().0
     }
 
+    /// What a server reading through [`Watched`] gets from a connection that sent `parts`,
+    /// and whether it opened with HTTP/2's preface.
+    async fn served_after(parts: &'static [&'static [u8]]) -> (bool, Vec<u8>) {
+        use tokio::io::AsyncReadExt as _;
+        let mut stream = accepted_after(parts).await;
+        let opening = Opening::read(&mut stream).await;
+        let http2 = opening.is_http2();
+        let conn = conns(4).admit().unwrap();
+        let mut watched = Watched::new(stream, conn.clone(), opening);
+        let mut all = Vec::new();
+        watched.read_to_end(&mut all).await.unwrap();
+        if !all.is_empty() {
+            assert!(
+                conn.read_any.load(Ordering::Acquire),
+                "bytes seen by the Conn"
+            );
+        }
+        (http2, all)
+    }
+
     #[tokio::test]
-    async fn the_http2_preface_is_recognised_also_when_it_comes_in_pieces() {
-        let preface: &[&[u8]] = &[b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"];
-        let split: &[&[u8]] = &[b"P", b"RI * HTTP/2.0\r\n\r\nSM\r\n\r\n"];
-        assert!(opens_with_http2_preface(&accepted_after(preface).await).await);
-        assert!(opens_with_http2_preface(&accepted_after(split).await).await);
-        const HTTP1: [&[&[u8]]; 4] = [
+    async fn the_opening_is_told_apart_then_given_to_the_server_first() {
+        const HTTP2: [&[&[u8]]; 2] = [
+            &[b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"],
+            &[b"P", b"R", b"I * HTTP/2.0\r\n\r\nSM\r\n\r\n"],
+        ];
+        const HTTP1: [&[&[u8]]; 5] = [
             &[b"POST /mcp HTTP/1.1\r\n"],
             &[b"P", b"OST / HTTP/1.1"],
             &[b"PRIX"],
+            &[b"PR"],
             &[],
         ];
-        for http1 in HTTP1 {
-            let stream = accepted_after(http1).await;
-            assert!(!opens_with_http2_preface(&stream).await, "{http1:?}");
-            // Peeked, not read: HTTP/1 still gets every byte.
-            let mut all = Vec::new();
-            let mut buf = [0u8; 64];
-            loop {
-                stream.readable().await.unwrap();
-                match stream.try_read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => all.extend_from_slice(&buf[..n]),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                    Err(e) => panic!("{e}"),
-                }
-            }
-            assert_eq!(all, http1.concat());
+        for parts in HTTP2 {
+            assert_eq!(
+                served_after(parts).await,
+                (true, parts.concat()),
+                "{parts:?}"
+            );
+        }
+        for parts in HTTP1 {
+            assert_eq!(
+                served_after(parts).await,
+                (false, parts.concat()),
+                "{parts:?}"
+            );
         }
     }
 

@@ -172,6 +172,7 @@ pub async fn run(
             continue;
         };
         let _ = stream.set_nodelay(true);
+        let stopping = state.streams_end.clone();
         let state = state.clone();
         let requests = slot.clone();
         let service = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
@@ -185,11 +186,19 @@ pub async fn run(
         });
         let (builders, watcher) = (builders.clone(), graceful.watcher());
         let task = async move {
-            let http2 = tokio::select! {
-                http2 = conn::opens_with_http2_preface(&stream) => http2,
+            // The first bytes tell HTTP/1 from HTTP/2. Until they come the connection is
+            // closed by its timeouts, or at once when the gateway stops accepting (graceful
+            // shutdown does not wait for it).
+            let mut stream = stream;
+            let opening = tokio::select! {
+                opening = conn::Opening::read(&mut stream) => opening,
                 why = slot.closing() => return conn::Conn::record_close(why),
+                () = stopping.cancelled() => return,
             };
-            let io = TokioIo::new(conn::Watched::new(stream, slot.clone()));
+            let http2 = opening.is_http2();
+            let io = TokioIo::new(conn::Watched::new(stream, slot.clone(), opening));
+            // HTTP/1 and HTTP/2 apart, not one connection type for both: that one holds
+            // HTTP/2's state inline, kilobytes every idle listen stream would keep.
             let served: Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>> = if http2 {
                 Box::pin(watcher.watch(builders.1.serve_connection(io, service)))
             } else {

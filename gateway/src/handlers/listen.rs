@@ -277,10 +277,12 @@ impl Stream {
         let _open = OpenListener::new();
         // Boxed here and below (events, re-reads): a stream idles in this function for
         // hours, and what a send holds would otherwise be part of its state all along.
-        Box::pin(async {
-            let _ = self.tx.send(sse_event(&ack)).await;
+        // The ack and snapshots move in, so none of them stays in the idle state.
+        let this = &mut self;
+        Box::pin(async move {
+            let _ = this.tx.send(sse_event(&ack)).await;
             for rec in snapshots {
-                self.emit(&rec).await;
+                this.emit(&rec).await;
             }
         })
         .await;

@@ -214,3 +214,28 @@ async fn an_http2_client_runs_a_task_end_to_end() -> Result<()> {
     ctx.cleanup().await;
     Ok(())
 }
+
+/// A gateway told to stop does not wait for connections that have not started a request:
+/// silent ones, and one that sent only the first byte of a method, close when it stops
+/// accepting, long before their header timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_does_not_wait_for_connections_that_sent_no_request() -> Result<()> {
+    let redis = RedisServer::start()?;
+    let env = [
+        ("MCPT_HEADER_TIMEOUT", "60s".to_owned()),
+        ("MCPT_DRAIN_DELAY", "0s".to_owned()),
+    ];
+    let mut gateway = Gateway::start(&redis.url(), &env)?;
+    let addr = gateway.addr;
+    let silent = TcpStream::connect(addr).await?;
+    let mut one_byte = TcpStream::connect(addr).await?;
+    one_byte.write_all(b"P").await?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Within 10 s: a gateway waiting for them would wait out its 30 s shutdown grace.
+    let status =
+        tokio::task::spawn_blocking(move || gateway.process.terminate(Duration::from_secs(10)))
+            .await??;
+    ensure!(status.code() == Some(0), "gateway: {status:?}");
+    drop((silent, one_byte));
+    Ok(())
+}
