@@ -201,11 +201,9 @@ impl Conn {
     /// `bytes` came in (the first read's bytes, or any later read's).
     fn received(&self, bytes: &[u8]) {
         if !self.read_any.swap(true, Ordering::AcqRel) {
-            // "PRI * HTTP/2.0…": the preface; no HTTP/1 method starts with "PRI".
-            let preface = b"PRI ";
-            let n = bytes.len().min(preface.len());
+            let n = bytes.len().min(HTTP2_PREFACE.len());
             self.http2
-                .store(bytes[..n] == preface[..n], Ordering::Release);
+                .store(bytes[..n] == HTTP2_PREFACE[..n], Ordering::Release);
         }
         if !self.http2.load(Ordering::Acquire)
             && self.in_flight.load(Ordering::Acquire) == 0
@@ -234,9 +232,11 @@ impl Drop for Conn {
     }
 }
 
-/// The first bytes of a new connection, read to tell HTTP/2's preface (`PRI * HTTP/2.0…`;
-/// no HTTP/1 method starts with `PRI `) from HTTP/1; [`Watched`] gives them to the server
-/// before the rest.
+/// How HTTP/2's connection preface (`PRI * HTTP/2.0…`) starts; no HTTP/1 method does.
+const HTTP2_PREFACE: &[u8; 4] = b"PRI ";
+
+/// The first bytes of a new connection, read to tell HTTP/2 ([`HTTP2_PREFACE`]) from
+/// HTTP/1; [`Watched`] gives them to the server before the rest.
 #[derive(Debug, Default)]
 pub(crate) struct Opening {
     bytes: [u8; 4],
@@ -245,20 +245,18 @@ pub(crate) struct Opening {
 }
 
 impl Opening {
-    const PREFACE: &[u8; 4] = b"PRI ";
-
     /// Read until the first bytes decide (four of them, or fewer that already differ from
     /// the preface), the peer closes, or the read fails (the server then meets the same).
     pub(crate) async fn read<S: AsyncRead + Unpin>(io: &mut S) -> Opening {
         use tokio::io::AsyncReadExt as _;
         let mut opening = Opening::default();
         let mut n = 0;
-        while n < Self::PREFACE.len() {
+        while n < HTTP2_PREFACE.len() {
             match io.read(&mut opening.bytes[n..]).await {
                 Ok(0) | Err(_) => break,
                 Ok(k) => n += k,
             }
-            if opening.bytes[..n] != Self::PREFACE[..n] {
+            if opening.bytes[..n] != HTTP2_PREFACE[..n] {
                 break;
             }
         }
@@ -268,7 +266,7 @@ impl Opening {
 
     /// Whether the connection opened with HTTP/2's preface.
     pub(crate) fn is_http2(&self) -> bool {
-        self.bytes == *Self::PREFACE && usize::from(self.len) == Self::PREFACE.len()
+        self.bytes == *HTTP2_PREFACE && usize::from(self.len) == HTTP2_PREFACE.len()
     }
 }
 

@@ -155,7 +155,7 @@ pub async fn run(
     };
     tokio::pin!(stop_accepting);
     loop {
-        let (stream, peer) = tokio::select! {
+        let (mut stream, peer) = tokio::select! {
             () = &mut stop_accepting => break,
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
@@ -185,11 +185,10 @@ pub async fn run(
             }
         });
         let (builders, watcher) = (builders.clone(), graceful.watcher());
-        let task = async move {
+        tokio::spawn(async move {
             // The first bytes tell HTTP/1 from HTTP/2. Until they come the connection is
             // closed by its timeouts, or at once when the gateway stops accepting (graceful
             // shutdown does not wait for it).
-            let mut stream = stream;
             let opening = tokio::select! {
                 opening = conn::Opening::read(&mut stream) => opening,
                 why = slot.closing() => return conn::Conn::record_close(why),
@@ -210,8 +209,7 @@ pub async fn run(
                 },
                 why = slot.closing() => conn::Conn::record_close(why),
             }
-        };
-        tokio::spawn(task);
+        });
     }
     tracing::info!("draining in-flight requests");
     if tokio::time::timeout(state.config.shutdown_grace, graceful.shutdown())

@@ -7,7 +7,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
-use mcp_tasks_tests::{Gateway, RedisServer, TempDir, caps_none, metric_value, metrics_text};
+use mcp_tasks_tests::{
+    Gateway, RedisServer, TempDir, caps_none, metric_value, metrics_text, poll_until,
+};
 use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
@@ -230,7 +232,13 @@ async fn stopping_does_not_wait_for_connections_that_sent_no_request() -> Result
     let silent = TcpStream::connect(addr).await?;
     let mut one_byte = TcpStream::connect(addr).await?;
     one_byte.write_all(b"P").await?;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Both accepted (the request reading the gauge is a third connection).
+    poll_until(Duration::from_secs(5), || async {
+        let m = metrics_text(addr).await.ok()?;
+        (metric_value(&m, "mcpt_connections_open", &[]) >= 3.0).then_some(())
+    })
+    .await
+    .context("the gateway never accepted both connections")?;
     // Within 10 s: a gateway waiting for them would wait out its 30 s shutdown grace.
     let status =
         tokio::task::spawn_blocking(move || gateway.process.terminate(Duration::from_secs(10)))
