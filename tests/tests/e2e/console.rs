@@ -666,11 +666,6 @@ async fn console_reads_a_redis_cluster() -> Result<()> {
     let id = client
         .start_task("sleep", json!({"ms": 60_000, "steps": 1}))
         .await?;
-    // Three more wait behind it (one worker slot), on the shard streams of their ids.
-    let mut queued = Vec::new();
-    for _ in 0..3 {
-        queued.push(client.start_task("sleep", json!({"ms": 10})).await?);
-    }
     poll_until(WITHIN, || async {
         let d = get(&client, &format!("/console/api/tasks/{id}"))
             .await?
@@ -681,8 +676,22 @@ async fn console_reads_a_redis_cluster() -> Result<()> {
         Ok(())
     })
     .await?;
-    let q = get(&client, "/console/api/queues").await?.json()?;
-    assert!(q["queues"][0]["length"].as_u64() >= Some(1), "{q}");
+    // Three more wait behind it (the worker's one slot is taken), on the shard streams of
+    // their ids. Created only now: sooner, the worker could take one of them first (shards
+    // are read in their order, not the calls').
+    let mut queued = Vec::new();
+    for _ in 0..3 {
+        queued.push(client.start_task("sleep", json!({"ms": 10})).await?);
+    }
+    poll_until(WITHIN, || async {
+        let q = get(&client, "/console/api/queues").await?.json()?;
+        if q["queues"][0]["length"].as_u64() >= Some(1) {
+            Ok(())
+        } else {
+            bail!("the queued calls are not in the queue's length: {q}")
+        }
+    })
+    .await?;
     let origin = format!("http://{}", gateway.addr);
 
     // Issue 19 in a cluster: struck, the queued calls are held when the slot frees (each
