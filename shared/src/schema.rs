@@ -46,6 +46,17 @@ const REASON: usize = 160;
 
 type Obj = Map<String, Value>;
 
+/// Keyword `key` of schema object `s`. A schema object has a handful of keywords and each
+/// is looked up for every value checked: a scan of that handful costs less than hashing
+/// the key (SipHash) on every lookup.
+fn keyword<'a>(s: &'a Obj, key: &str) -> Option<&'a Value> {
+    if s.len() <= 8 {
+        s.iter().find_map(|(k, v)| (k == key).then_some(v))
+    } else {
+        s.get(key)
+    }
+}
+
 /// The first violation found: where in the arguments, and what is wrong.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Violation {
@@ -140,7 +151,7 @@ impl<'s> Validator<'s> {
             Value::Bool(false) => return Err(self.fail(loc, "not allowed by the schema".into())),
             _ => return Ok(()),
         };
-        let reference = s.get("$ref").and_then(Value::as_str);
+        let reference = keyword(s, "$ref").and_then(Value::as_str);
         if let Some(target) = reference.and_then(|r| self.resolve(r)) {
             self.check(target, inst, loc, depth + 1)?;
         }
@@ -178,22 +189,22 @@ impl<'s> Validator<'s> {
                 show(inst)
             ));
         }
-        if let Some(Value::Array(options)) = s.get("enum")
+        if let Some(Value::Array(options)) = keyword(s, "enum")
             && !options.iter().any(|o| self.equal(o, inst))
         {
             let shown: Vec<String> = options.iter().take(LISTED).map(show).collect();
             let more = if options.len() > LISTED { ", ..." } else { "" };
             return Some(format!("must be one of {}{more}", shown.join(", ")));
         }
-        if let Some(expected) = s.get("const").filter(|c| !self.equal(c, inst)) {
+        if let Some(expected) = keyword(s, "const").filter(|c| !self.equal(c, inst)) {
             return Some(format!("must be {} (got {})", show(expected), show(inst)));
         }
         match inst {
             Value::Number(n) => bounds(s, n),
             Value::String(t) => self.string(s, t, inst),
-            Value::Array(items) => sized(s, "Items", items.len(), "item"),
+            Value::Array(items) => sized(s, ("minItems", "maxItems"), items.len(), "item"),
             Value::Object(obj) => {
-                let required = s.get("required").and_then(Value::as_array);
+                let required = keyword(s, "required").and_then(Value::as_array);
                 self.steps = self.steps.saturating_add(required.map_or(0, Vec::len));
                 let mut names = required.into_iter().flatten().filter_map(Value::as_str);
                 let missing = names.find(|k| !obj.contains_key(*k))?;
@@ -210,11 +221,16 @@ impl<'s> Validator<'s> {
     fn string(&mut self, s: &Obj, t: &str, inst: &Value) -> Option<String> {
         if s.contains_key("minLength") || s.contains_key("maxLength") {
             self.steps = self.steps.saturating_add(t.len() / 1024);
-            if let Some(violation) = sized(s, "Length", t.chars().count(), "character") {
+            if let Some(violation) = sized(
+                s,
+                ("minLength", "maxLength"),
+                t.chars().count(),
+                "character",
+            ) {
                 return Some(violation);
             }
         }
-        let pattern = s.get("pattern").and_then(Value::as_str)?;
+        let pattern = keyword(s, "pattern").and_then(Value::as_str)?;
         self.steps = self.steps.saturating_add(1 + t.len() / 1024);
         let matched = with_pattern(pattern, |re| re.is_match(t))?;
         (!matched).then(|| {
@@ -239,7 +255,7 @@ impl<'s> Validator<'s> {
                 }
             }
             Value::Object(obj) => {
-                let props = s.get("properties").and_then(Value::as_object);
+                let props = keyword(s, "properties").and_then(Value::as_object);
                 let extra = subschema(s, "additionalProperties")
                     .filter(|_| !s.contains_key("patternProperties"));
                 if props.is_none() && extra.is_none() {
@@ -268,6 +284,9 @@ impl<'s> Validator<'s> {
         }
         for (key, want, enough) in [("anyOf", "at least", 1), ("oneOf", "exactly", 2)] {
             let alternatives = schema_list(s, key);
+            if alternatives.is_empty() {
+                continue;
+            }
             let (mut hits, mut failed) = (Vec::new(), Vec::new());
             for (i, alt) in alternatives.iter().enumerate() {
                 match self.probe(alt, inst, loc, depth)? {
@@ -279,12 +298,19 @@ impl<'s> Validator<'s> {
                     break;
                 }
             }
-            let n = plural(alternatives.len() as u64, "alternative");
+            let n = || plural(alternatives.len() as u64, "alternative");
             let message = match hits.as_slice() {
                 [] if !failed.is_empty() => {
-                    format!("must match {want} one of {n} ({})", reasons(&failed, loc))
+                    format!(
+                        "must match {want} one of {} ({})",
+                        n(),
+                        reasons(&failed, loc)
+                    )
                 }
-                [a, b] => format!("must match exactly one of {n}, but matches both {a} and {b}"),
+                [a, b] => format!(
+                    "must match exactly one of {}, but matches both {a} and {b}",
+                    n()
+                ),
                 _ => continue,
             };
             return Err(self.fail(loc, message));
@@ -343,21 +369,21 @@ fn bounds(s: &Obj, n: &Number) -> Option<String> {
         ("exclusiveMaximum", "<", Ordering::is_lt),
     ];
     limits.into_iter().find_map(|(key, op, holds)| {
-        let bound = s.get(key)?.as_number()?;
+        let bound = keyword(s, key)?.as_number()?;
         let ok = compare(n, bound).is_some_and(holds);
         (!ok).then(|| format!("must be {kind} {op} {bound} (got {n})"))
     })
 }
 
-/// `min{suffix}` / `max{suffix}` against a length counted in `noun`s.
-fn sized(s: &Obj, suffix: &str, len: usize, noun: &str) -> Option<String> {
-    let limit = |key: String| s.get(&key).and_then(Value::as_u64);
+/// `min{suffix}` / `max{suffix}` (`names`) against a length counted in `noun`s.
+fn sized(s: &Obj, names: (&str, &str), len: usize, noun: &str) -> Option<String> {
+    let limit = |key: &str| keyword(s, key).and_then(Value::as_u64);
     let len = u64::try_from(len).unwrap_or(u64::MAX);
-    if let Some(min) = limit(format!("min{suffix}")).filter(|&m| len < m) {
+    if let Some(min) = limit(names.0).filter(|&m| len < m) {
         let min = plural(min, noun);
         return Some(format!("must have at least {min} (got {len})"));
     }
-    let max = plural(limit(format!("max{suffix}")).filter(|&m| len > m)?, noun);
+    let max = plural(limit(names.1).filter(|&m| len > m)?, noun);
     Some(format!("must have at most {max} (got {len})"))
 }
 
@@ -370,17 +396,17 @@ fn compare(a: &Number, b: &Number) -> Option<Ordering> {
 }
 
 fn subschema<'a>(s: &'a Obj, key: &str) -> Option<&'a Value> {
-    s.get(key).filter(|v| v.is_object() || v.is_boolean())
+    keyword(s, key).filter(|v| v.is_object() || v.is_boolean())
 }
 
 fn schema_list<'a>(s: &'a Obj, key: &str) -> &'a [Value] {
-    s.get(key)
+    keyword(s, key)
         .and_then(Value::as_array)
         .map_or(&[], Vec::as_slice)
 }
 
 fn type_names(s: &Obj) -> Vec<&str> {
-    match s.get("type") {
+    match keyword(s, "type") {
         Some(Value::String(t)) => vec![t.as_str()],
         Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
         _ => Vec::new(),
