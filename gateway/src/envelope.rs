@@ -55,6 +55,14 @@ impl Request {
         self.meta.get(CLIENT_CAPABILITIES_KEY).unwrap_or(&EMPTY)
     }
 
+    /// The request's client capabilities, taken out of it (a copy of a deep tree costs
+    /// more than the rest of a task's creation does): what a job carries (T-45).
+    pub(crate) fn take_capabilities(&mut self) -> Value {
+        self.meta
+            .remove(CLIENT_CAPABILITIES_KEY)
+            .unwrap_or(Value::Null)
+    }
+
     /// The caller's W3C trace context (`_meta.traceparent`), if it sent one.
     pub(crate) fn traceparent(&self) -> Option<String> {
         self.meta

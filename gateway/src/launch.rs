@@ -123,14 +123,16 @@ pub(crate) struct Launched {
     pub(crate) guard: CancelOnDrop,
 }
 
-/// Create the task of a prepared call within its owner's limits, with the answers `pre`
-/// collected before it started, its lifetime capped at `ttl_cap` when given, watched when
-/// `watch`.
+/// Create the task of a prepared call within its owner's limits, with the client
+/// capabilities `caps` its job carries, the answers `pre` collected before it started, its
+/// lifetime capped at `ttl_cap` when given, watched when `watch`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn start(
     state: &Arc<State>,
     req: &Request,
     call: &Prepared,
     args: Value,
+    caps: Value,
     pre: Map<String, Value>,
     ttl_cap: Option<Duration>,
     watch: bool,
@@ -139,7 +141,7 @@ pub(crate) async fn start(
     let job = Job {
         tool: name.clone(),
         args,
-        caps: req.capabilities().clone(),
+        caps,
         pre,
         owner: req.owner.clone(),
         // This request's span when spans are exported (the worker's run is its child),

@@ -63,7 +63,7 @@ enum Mode {
 
 pub(crate) async fn call(
     state: &Arc<State>,
-    req: Request,
+    mut req: Request,
     params: CallToolParams,
 ) -> Result<Reply, DispatchError> {
     let (call, args) = match launch::prepare(state, &params.name, params.arguments).await? {
@@ -88,6 +88,8 @@ pub(crate) async fn call(
         (Policy::Auto, declared) => Mode::Auto { declared },
         (Policy::TaskOnly, false) => unreachable!("the capability check rejects this"),
     };
+    // Nothing below reads the capabilities but the job.
+    let caps = req.take_capabilities();
     let sync_timeout = state.config.sync_timeout;
     let ttl_cap = (mode == Mode::Sync).then_some(sync_timeout + SYNC_TASK_SLACK);
     let Launched {
@@ -96,7 +98,17 @@ pub(crate) async fn call(
         ttl_ms,
         mut watch,
         mut guard,
-    } = launch::start(state, &req, &call, args, pre, ttl_cap, mode != Mode::Task).await?;
+    } = launch::start(
+        state,
+        &req,
+        &call,
+        args,
+        caps,
+        pre,
+        ttl_cap,
+        mode != Mode::Task,
+    )
+    .await?;
     tracing::debug!(task.id = %id, mode = ?mode, "call mode");
     let owner = owner(&req);
     let handle = || {

@@ -101,7 +101,17 @@ pub(super) async fn call(
             ttl_ms,
             mut guard,
             ..
-        } = launch::start(state, &req, &call, args, Map::new(), ttl, false).await?;
+        } = launch::start(
+            state,
+            &req,
+            &call,
+            args,
+            req.capabilities().clone(),
+            Map::new(),
+            ttl,
+            false,
+        )
+        .await?;
         guard.disarm();
         // Its status changes then reach the session's GET stream, on any gateway, and
         // tasks/list shows it.
@@ -142,7 +152,17 @@ pub(super) async fn call(
         guard,
         ttl_ms,
         ..
-    } = launch::start(state, &req, &call, args, Map::new(), ttl_cap, true).await?;
+    } = launch::start(
+        state,
+        &req,
+        &call,
+        args,
+        req.capabilities().clone(),
+        Map::new(),
+        ttl_cap,
+        true,
+    )
+    .await?;
     let Some(watch) = watch else {
         return Err(DispatchError::Internal(
             "no watch for a waiting call".into(),
