@@ -38,7 +38,7 @@ fn checked_id<'a>(req: &Request, id: &'a Member<String>) -> Result<&'a str, Disp
     Ok(id)
 }
 
-/// One `HGETALL`; the same answer for unknown, expired and foreign ids (T-24, T-25, T-26).
+/// One `HMGET` (an `HGETALL` more for a task waiting for input); the same answer for unknown, expired and foreign ids (T-24, T-25, T-26).
 pub(crate) async fn get(
     state: &Arc<State>,
     req: &Request,
@@ -48,7 +48,7 @@ pub(crate) async fn get(
     if !is_plausible_task_id(id) {
         return Err(DispatchError::TaskNotFound);
     }
-    let rec = state.store.get_task(id, owner(req)).await?;
+    let rec = state.store.view_task(id, owner(req)).await?;
     let Some(rec) = rec.filter(|r| r.owner == owner(req)) else {
         return Err(DispatchError::TaskNotFound);
     };

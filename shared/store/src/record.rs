@@ -53,9 +53,10 @@ pub struct TaskRecord {
 
 impl TaskRecord {
     /// Decode a hash given as (field, value) pairs. `None` when the hash is empty (gone).
-    pub fn from_fields<I>(id: &str, fields: I) -> Option<TaskRecord>
+    pub fn from_fields<I, F>(id: &str, fields: I) -> Option<TaskRecord>
     where
-        I: IntoIterator<Item = (String, String)>,
+        I: IntoIterator<Item = (F, String)>,
+        F: AsRef<str>,
     {
         let mut rec = TaskRecord {
             id: id.to_owned(),
@@ -64,7 +65,8 @@ impl TaskRecord {
         let mut any = false;
         for (field, value) in fields {
             any = true;
-            match field.as_str() {
+            let field = field.as_ref();
+            match field {
                 "status" => rec.status = TaskStatus::parse(&value),
                 "msg" => rec.message = Some(value),
                 "created" => rec.created_ms = value.parse().unwrap_or(0),
@@ -199,7 +201,10 @@ mod tests {
 
     #[test]
     fn empty_hash_is_gone() {
-        assert_eq!(TaskRecord::from_fields("t", Vec::new()), None);
+        assert_eq!(
+            TaskRecord::from_fields("t", Vec::<(String, String)>::new()),
+            None
+        );
     }
 
     /// T-19, T-20: only the status's own fields are rendered.

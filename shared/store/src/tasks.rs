@@ -229,6 +229,39 @@ impl Store {
         Ok(TaskRecord::from_fields(id, fields))
     }
 
+    /// `owner`'s task as `tasks/get` renders it ([`TaskRecord::to_detailed`]): one `HMGET`
+    /// of the fields a `DetailedTask` shows. A finished task's hash holds half again as many
+    /// (its queue entry, fence, tool, version), which an `HGETALL` reply would carry and the
+    /// gateway parse for nothing. A task waiting for input is read whole, for its requests.
+    /// `None` when unknown or expired.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "view", task.id = %id))]
+    pub async fn view_task(&self, id: &str, owner: &str) -> StoreResult<Option<TaskRecord>> {
+        const SHOWN: [&str; 9] = [
+            "status", "msg", "created", "updated", "ttl", "poll", "owner", "result", "error",
+        ];
+        let mut con = self.con.clone();
+        let values: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(self.layout.task_key(id, owner))
+            .arg(&SHOWN)
+            .query_async(&mut con)
+            .await?;
+        let fields = SHOWN
+            .into_iter()
+            .zip(values)
+            .filter_map(|(field, value)| Some((field, value?)));
+        match TaskRecord::from_fields(id, fields) {
+            Some(rec)
+                if rec.status == Some(mcp_tasks_protocol::tasks::TaskStatus::InputRequired) =>
+            {
+                self.get_task(id, owner).await
+            }
+            found => Ok(found),
+        }
+    }
+
     /// Read several tasks in one pipeline.
     ///
     /// # Errors

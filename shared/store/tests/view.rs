@@ -1,0 +1,113 @@
+//! `tasks/get`'s read (`Store::view_task`, one `HMGET` of the fields a `DetailedTask`
+//! shows) against a real, private redis-server: at every step of a task's life it renders
+//! exactly what the whole hash renders (T-20), reads a task waiting for input whole (its
+//! input requests, T-27), and finds nothing where there is nothing or the owner differs.
+
+mod common;
+
+use common::Redis;
+use mcp_tasks_protocol::tasks::TaskStatus;
+use mcp_tasks_store::{
+    Ask, Created, Finish, Job, NewTask, OwnerLimits, Start, Store, Write, new_task_id,
+};
+use serde_json::json;
+
+const QUEUE: &str = "default";
+const OWNER: &str = "own";
+
+/// The task as `tasks/get` renders it from the view and from the whole hash, at one instant.
+async fn both(store: &Store, id: &str) -> (String, String) {
+    let now = mcp_tasks_protocol::time::now_millis();
+    let render = |rec: Option<mcp_tasks_store::TaskRecord>| {
+        let rec = rec.expect("the task exists");
+        serde_json::to_string(&rec.to_detailed_at(now)).unwrap()
+    };
+    let view = store.view_task(id, OWNER).await.unwrap();
+    let whole = store.get_task(id, OWNER).await.unwrap();
+    (render(view), render(whole))
+}
+
+#[tokio::test]
+async fn the_view_renders_what_the_whole_hash_renders() {
+    let redis = Redis::start();
+    let store = Store::connect(&redis.url()).await.unwrap();
+    store.ensure_groups(&[QUEUE.to_owned()]).await.unwrap();
+    let id = new_task_id();
+    let job = Job {
+        tool: "deploy".into(),
+        args: json!({"repo": "web"}),
+        caps: json!({}),
+        pre: serde_json::Map::new(),
+        traceparent: None,
+        owner: OWNER.into(),
+    };
+    let created = store
+        .create_task(&NewTask {
+            id: &id,
+            ttl_ms: Some(60_000),
+            poll_ms: 500,
+            owner: OWNER,
+            limits: OwnerLimits::default(),
+            queue: QUEUE,
+            job: &job,
+        })
+        .await
+        .unwrap();
+    assert!(matches!(created, Created::At(_)), "{created:?}");
+
+    // Working: the view leaves out what no DetailedTask shows (tool, queue entry, fence).
+    let (view, whole) = both(&store, &id).await;
+    assert_eq!(view, whole);
+    let rec = store.view_task(&id, OWNER).await.unwrap().unwrap();
+    assert_eq!(rec.status, Some(TaskStatus::Working));
+    assert_eq!(rec.owner, OWNER);
+    assert!(rec.tool.is_empty(), "the view read the tool: {rec:?}");
+
+    // Waiting for input: read whole, so the input requests are there.
+    let mut reader = store.job_reader().await.unwrap();
+    let d = reader
+        .read(&[QUEUE.to_owned()], "w1", 10, None)
+        .await
+        .unwrap()
+        .remove(0);
+    let Start::Run { fence, .. } = store.start(&d, "w1", 5).await.unwrap() else {
+        panic!("the job did not start");
+    };
+    let request = json!({"method": "elicitation/create", "params": {"message": "Ship it?"}});
+    let asked = store
+        .ask(&id, OWNER, fence, &[("ship".into(), request.to_string())])
+        .await
+        .unwrap();
+    assert!(matches!(asked, Ask::Waiting), "{asked:?}");
+    let (view, whole) = both(&store, &id).await;
+    assert_eq!(view, whole);
+    assert!(view.contains("Ship it?"), "no input request in {view}");
+
+    // Completed, with a result and the fields a finish leaves behind.
+    let result =
+        json!({"resultType": "complete", "content": [{"type": "text", "text": "shipped"}]});
+    let wrote = store
+        .finish(&d, fence, &Finish::Completed(result.to_string()))
+        .await
+        .unwrap();
+    assert!(matches!(wrote, Write::Ok), "{wrote:?}");
+    let (view, whole) = both(&store, &id).await;
+    assert_eq!(view, whole);
+    assert!(view.contains("shipped"), "no result in {view}");
+
+    // Another owner's key, and an id never issued: nothing.
+    assert!(
+        store
+            .view_task(&id, "someone-else")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .view_task(&new_task_id(), OWNER)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
