@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use mcp_tasks_protocol::jsonrpc::result_bytes;
-use mcp_tasks_protocol::meta::server_meta;
+use mcp_tasks_protocol::meta::ServerMeta;
 use mcp_tasks_protocol::params::{CancelTaskParams, GetTaskParams, Member, UpdateTaskParams};
 use mcp_tasks_protocol::tasks::{EmptyResult, GetTaskResult, ResponseKind};
 use mcp_tasks_store::{Answer, is_plausible_task_id};
@@ -22,7 +22,7 @@ fn empty(req: &Request) -> Reply {
         &req.id,
         &EmptyResult {
             result_type: "complete",
-            meta: server_meta(),
+            meta: ServerMeta,
         },
     ))
 }
@@ -56,7 +56,7 @@ pub(crate) async fn get(
     let result = GetTaskResult {
         result_type: "complete",
         task: &task,
-        meta: server_meta(),
+        meta: ServerMeta,
     };
     Ok(Reply::Json(result_bytes(&req.id, &result)))
 }

@@ -121,7 +121,7 @@ pub(crate) async fn call(
             last_updated_at: created,
             ttl_ms: Some(ttl_ms),
             poll_interval_ms: tool.poll_interval_ms,
-            meta: server_meta(),
+            meta: mcp_tasks_protocol::meta::ServerMeta,
         }
     };
     // On every error return below the guard stays armed, and dropping it cancels the task.

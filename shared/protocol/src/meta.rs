@@ -27,6 +27,31 @@ pub fn server_meta() -> Value {
     json!({ SERVER_INFO_KEY: { "name": SERVER_NAME, "version": SERVER_VERSION } })
 }
 
+/// [`server_meta`] as a field of the results sent most (tasks/get, a created task, the
+/// empty acknowledgement): written as it serializes, with no `Value` built per response.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerMeta;
+
+impl serde::Serialize for ServerMeta {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(serde::Serialize)]
+        struct Info {
+            name: &'static str,
+            version: &'static str,
+        }
+        use serde::ser::SerializeMap as _;
+        let mut map = s.serialize_map(Some(1))?;
+        map.serialize_entry(
+            SERVER_INFO_KEY,
+            &Info {
+                name: SERVER_NAME,
+                version: SERVER_VERSION,
+            },
+        )?;
+        map.end()
+    }
+}
+
 /// A client capability the server may need: each maps to a path in `ClientCapabilities`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Capability {
@@ -120,6 +145,13 @@ pub fn missing_capabilities(required: &[Capability], caps: &Value) -> Option<Val
 
 #[cfg(test)]
 mod tests {
+
+    /// The fields of the hot results write exactly what `server_meta()` is.
+    #[test]
+    fn server_meta_fields_write_the_server_meta_object() {
+        assert_eq!(serde_json::to_value(ServerMeta).unwrap(), server_meta());
+    }
+
     use super::*;
 
     #[test]

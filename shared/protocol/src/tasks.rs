@@ -102,7 +102,7 @@ pub struct GetTaskResult<'a> {
     pub task: &'a DetailedTask,
     /// `serverInfo`.
     #[serde(rename = "_meta")]
-    pub meta: Value,
+    pub meta: super::meta::ServerMeta,
 }
 
 /// `CreateTaskResult` (§5.4): the `Task` fields with `resultType: "task"` (T-07, T-16).
@@ -125,7 +125,7 @@ pub struct CreateTaskResult {
     pub poll_interval_ms: u64,
     /// `serverInfo`.
     #[serde(rename = "_meta")]
-    pub meta: Value,
+    pub meta: super::meta::ServerMeta,
 }
 
 /// The empty acknowledgement of `tasks/update` and `tasks/cancel` (T-27, T-35).
@@ -136,7 +136,7 @@ pub struct EmptyResult {
     pub result_type: &'static str,
     /// `serverInfo`.
     #[serde(rename = "_meta")]
-    pub meta: Value,
+    pub meta: super::meta::ServerMeta,
 }
 
 /// One entry of `inputRequests` (§5.3): a request object without `jsonrpc`/`id` (T-57).
@@ -311,7 +311,7 @@ mod tests {
         let v = serde_json::to_value(GetTaskResult {
             result_type: "complete",
             task: &task,
-            meta: json!({}),
+            meta: crate::meta::ServerMeta,
         })
         .unwrap();
         assert_eq!(v["resultType"], "complete");
