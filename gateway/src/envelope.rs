@@ -12,9 +12,7 @@ use mcp_tasks_protocol::params::{
     self, CallToolParams, CancelTaskParams, GetPromptParams, GetTaskParams, ListPageParams,
     ListToolsParams, ListenParams, META, Member, ReadResourceParams, UpdateTaskParams,
 };
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::DispatchError;
@@ -107,43 +105,22 @@ pub(crate) fn typed<P: DeserializeOwned>(raw: Map<String, Value>) -> Result<P, D
     params::from_map(raw).map_err(|e| DispatchError::InvalidParams(e.to_string()))
 }
 
-/// What a method's typed params are read from: the params object, or (on the fast path of
-/// [`parse`]) its JSON text, whose `_meta` member the params structs ignore.
-trait Source {
-    fn typed<P: DeserializeOwned>(self) -> Result<P, DispatchError>;
-}
-
-impl Source for Map<String, Value> {
-    fn typed<P: DeserializeOwned>(self) -> Result<P, DispatchError> {
-        typed(self)
-    }
-}
-
-/// The text of a params object.
-struct Text<'a>(&'a str);
-
-impl Source for Text<'_> {
-    fn typed<P: DeserializeOwned>(self) -> Result<P, DispatchError> {
-        serde_json::from_str(self.0).map_err(|e| DispatchError::InvalidParams(e.to_string()))
-    }
-}
-
 impl Params {
     /// Parse the params (without `_meta`) of a 2026-07-28 method.
-    fn parse(method: Method, raw: impl Source) -> Result<Params, DispatchError> {
+    fn parse(method: Method, raw: Map<String, Value>) -> Result<Params, DispatchError> {
         Ok(match method {
             Method::ServerDiscover => Params::Discover,
-            Method::ToolsList => Params::ListTools(raw.typed()?),
-            Method::ToolsCall => Params::CallTool(raw.typed()?),
-            Method::TasksGet => Params::GetTask(raw.typed()?),
-            Method::TasksUpdate => Params::UpdateTask(raw.typed()?),
-            Method::TasksCancel => Params::CancelTask(raw.typed()?),
-            Method::SubscriptionsListen => Params::Listen(raw.typed()?),
+            Method::ToolsList => Params::ListTools(typed(raw)?),
+            Method::ToolsCall => Params::CallTool(typed(raw)?),
+            Method::TasksGet => Params::GetTask(typed(raw)?),
+            Method::TasksUpdate => Params::UpdateTask(typed(raw)?),
+            Method::TasksCancel => Params::CancelTask(typed(raw)?),
+            Method::SubscriptionsListen => Params::Listen(typed(raw)?),
             Method::PromptsList | Method::ResourcesList | Method::ResourcesTemplatesList => {
-                Params::ListPage(raw.typed()?)
+                Params::ListPage(typed(raw)?)
             }
-            Method::PromptsGet => Params::GetPrompt(raw.typed()?),
-            Method::ResourcesRead => Params::ReadResource(raw.typed()?),
+            Method::PromptsGet => Params::GetPrompt(typed(raw)?),
+            Method::ResourcesRead => Params::ReadResource(typed(raw)?),
             other => return Err(DispatchError::MethodNotFound(other.as_str().to_owned())),
         })
     }
@@ -170,101 +147,6 @@ pub(crate) type Rejection = (Option<Id>, DispatchError);
 /// # Errors
 /// The first check that fails, with the id when it was readable.
 pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
-    if let Some(request) = well_formed(body, routing) {
-        return Ok(request);
-    }
-    checked(body, routing)
-}
-
-/// A request object's members, borrowed from the body (`None`: absent; a `null` is present).
-#[derive(Deserialize)]
-struct Members<'a> {
-    #[serde(default, borrow, deserialize_with = "present")]
-    id: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "present")]
-    jsonrpc: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "present")]
-    method: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "present")]
-    params: Option<&'a RawValue>,
-}
-
-/// A params object's `_meta`.
-#[derive(Deserialize)]
-struct MetaOf {
-    #[serde(rename = "_meta")]
-    meta: Option<Map<String, Value>>,
-}
-
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
-    <&RawValue>::deserialize(d).map(Some)
-}
-
-/// The fast path of [`parse`]: a 2026-07-28 request that passes every check, read without a
-/// `Value` tree of the whole body (the members borrowed, the params typed from their text;
-/// only `_meta` is built, as requests carry it). `None` for anything else — a notification,
-/// `initialize`, a repeated member, any failed check — which [`checked`] then reads whole and
-/// answers, so every error and its message come from one place.
-fn well_formed(body: &[u8], routing: &Routing) -> Option<Body> {
-    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return None;
-    }
-    let members: Members = serde_json::from_slice(body).ok()?;
-    let id = serde_json::from_str::<Id>(members.id?.get())
-        .ok()
-        .filter(Id::is_valid)?;
-    if members.jsonrpc?.get() != "\"2.0\"" {
-        return None;
-    }
-    let method_name: String = serde_json::from_str(members.method?.get()).ok()?;
-    let method =
-        Method::from_name(&method_name).filter(|m| m.in_2026() && *m != Method::Initialize)?;
-    let params = match members.params {
-        None => "{}",
-        Some(p) if p.get().starts_with('{') => p.get(),
-        Some(_) => return None,
-    };
-    let meta = serde_json::from_str::<MetaOf>(params).ok()?.meta?;
-    let body_version = meta.get(PROTOCOL_VERSION_KEY)?.as_str()?;
-    if !meta
-        .get(CLIENT_CAPABILITIES_KEY)
-        .is_some_and(Value::is_object)
-    {
-        return None;
-    }
-    let (Some(Ok(header_version)), Some(Ok(header_method))) =
-        (&routing.protocol_version, &routing.method)
-    else {
-        return None;
-    };
-    if header_version != body_version
-        || body_version != PROTOCOL_VERSION
-        || *header_method != method_name
-    {
-        return None;
-    }
-    let params = Params::parse(method, Text(params)).ok()?;
-    if let Some((_, body_name)) = params.routing_name() {
-        let Some(Ok(header_name)) = &routing.name else {
-            return None;
-        };
-        if body_name.valid()? != header_name {
-            return None;
-        }
-    }
-    Some(Body::Request(
-        Request {
-            id,
-            method,
-            meta,
-            owner: String::new(),
-        },
-        params,
-    ))
-}
-
-/// [`parse`] for every body, each check in turn with its own error.
-fn checked(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| (None, DispatchError::Parse(e.to_string())))?;
     let mut obj = match value {
@@ -556,83 +438,6 @@ mod tests {
             err(parse(&body("tasks/result", p), &r)),
             DispatchError::MethodNotFound(_)
         ));
-    }
-
-    /// The fast path reads every well-formed request exactly as the checked path does, and
-    /// leaves every other body to it (so each error comes from one place).
-    #[test]
-    fn the_fast_path_agrees_with_the_checked_path() {
-        let m = meta();
-        let accepted: [(&str, Option<&str>, Vec<u8>); 8] = [
-            ("tasks/get", Some("tsk_a"), body("tasks/get", json!({"taskId": "tsk_a", "_meta": m}))),
-            (
-                "tools/call",
-                Some("sleep"),
-                body("tools/call", json!({"_meta": m, "name": "sleep", "arguments": {"ms": 0, "x": [1, {"y": null}]}})),
-            ),
-            (
-                "tasks/update",
-                Some("tsk_a"),
-                body("tasks/update", json!({"taskId": "tsk_a", "inputResponses": {"k": {"action": "accept"}}, "_meta": m})),
-            ),
-            ("subscriptions/listen", None, body("subscriptions/listen", json!({"_meta": m, "notifications": {}}))),
-            ("tools/list", None, body("tools/list", json!({"_meta": m, "cursor": 7}))),
-            ("server/discover", None, body("server/discover", json!({"_meta": m, "extra": true}))),
-            (
-                "tasks/get",
-                Some("t\"a"),
-                format!(
-                    " \n{{\"id\":\"req-\\u00e9\",\"method\":\"tasks/get\",\"params\":{{\"taskId\":\"t\\\"a\",\"_meta\":{m}}},\"jsonrpc\":\"2.0\",\"other\":[1]}}"
-                )
-                .into_bytes(),
-            ),
-            ("tasks/cancel", Some("tsk_a"), body("tasks/cancel", json!({"taskId": "tsk_a", "_meta": m}))),
-        ];
-        for (method, name, b) in &accepted {
-            let r = routing(PROTOCOL_VERSION, method, *name);
-            let fast = well_formed(b, &r)
-                .unwrap_or_else(|| panic!("fast path refused {}", String::from_utf8_lossy(b)));
-            let whole = checked(b, &r).unwrap();
-            assert_eq!(format!("{fast:?}"), format!("{whole:?}"));
-        }
-        let get = |params: Value| body("tasks/get", params);
-        let left: Vec<(Routing, Vec<u8>)> = vec![
-            // Repeated members: the checked path takes the last one.
-            (
-                routing(PROTOCOL_VERSION, "tasks/get", Some("tsk_b")),
-                format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{{"taskId":"tsk_a","taskId":"tsk_b","_meta":{m}}}}}"#).into_bytes(),
-            ),
-            (
-                routing(PROTOCOL_VERSION, "tasks/get", Some("tsk_a")),
-                format!(r#"{{"jsonrpc":"2.0","id":1,"id":2,"method":"tasks/get","params":{{"taskId":"tsk_a","_meta":{m}}}}}"#).into_bytes(),
-            ),
-            // Escapes in jsonrpc, params null, a notification, a fractional id, an array.
-            (
-                routing(PROTOCOL_VERSION, "tasks/get", Some("tsk_a")),
-                format!(r#"{{"jsonrpc":"\u0032.0","id":1,"method":"tasks/get","params":{{"taskId":"tsk_a","_meta":{m}}}}}"#).into_bytes(),
-            ),
-            (routing(PROTOCOL_VERSION, "tools/list", None), br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":null}"#.to_vec()),
-            (routing(PROTOCOL_VERSION, "tools/list", None), br#"{"jsonrpc":"2.0","method":"tools/list"}"#.to_vec()),
-            (routing(PROTOCOL_VERSION, "tools/list", None), format!(r#"{{"jsonrpc":"2.0","id":1.5,"method":"tools/list","params":{{"_meta":{m}}}}}"#).into_bytes()),
-            (routing(PROTOCOL_VERSION, "tools/list", None), format!(r#"[{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"_meta":{m}}}}}]"#).into_bytes()),
-            // Each failed check of the checked path.
-            (routing(PROTOCOL_VERSION, "tasks/get", Some("tsk_a")), get(json!({"taskId": "tsk_a"}))),
-            (routing(PROTOCOL_VERSION, "tasks/get", Some("tsk_a")), get(json!({"taskId": "tsk_a", "_meta": {PROTOCOL_VERSION_KEY: PROTOCOL_VERSION}}))),
-            (routing("v999", "tasks/get", Some("tsk_a")), get(json!({"taskId": "tsk_a", "_meta": m}))),
-            (routing(PROTOCOL_VERSION, "tasks/list", Some("tsk_a")), get(json!({"taskId": "tsk_a", "_meta": m}))),
-            (routing(PROTOCOL_VERSION, "tasks/get", Some("tsk_b")), get(json!({"taskId": "tsk_a", "_meta": m}))),
-            (routing(PROTOCOL_VERSION, "tasks/get", None), get(json!({"taskId": "tsk_a", "_meta": m}))),
-            (routing(PROTOCOL_VERSION, "tasks/get", Some("1")), get(json!({"taskId": 1, "_meta": m}))),
-            (routing(PROTOCOL_VERSION, "tasks/result", None), body("tasks/result", json!({"taskId": "tsk_a", "_meta": m}))),
-            (routing(PROTOCOL_VERSION, "initialize", None), body("initialize", json!({"_meta": m}))),
-        ];
-        for (r, b) in &left {
-            assert!(
-                well_formed(b, r).is_none(),
-                "fast path took {}",
-                String::from_utf8_lossy(b)
-            );
-        }
     }
 
     #[test]
