@@ -27,11 +27,8 @@ async fn both(store: &Store, id: &str) -> (String, String) {
     (render(view), render(whole))
 }
 
-#[tokio::test]
-async fn the_view_renders_what_the_whole_hash_renders() {
-    let redis = Redis::start();
-    let store = Store::connect(&redis.url()).await.unwrap();
-    store.ensure_groups(&[QUEUE.to_owned()]).await.unwrap();
+/// A new task with `ttl_ms`, queued: its id.
+async fn create(store: &Store, ttl_ms: u64) -> String {
     let id = new_task_id();
     let job = Job {
         tool: "deploy".into(),
@@ -44,7 +41,7 @@ async fn the_view_renders_what_the_whole_hash_renders() {
     let created = store
         .create_task(&NewTask {
             id: &id,
-            ttl_ms: Some(60_000),
+            ttl_ms: Some(ttl_ms),
             poll_ms: 500,
             owner: OWNER,
             limits: OwnerLimits::default(),
@@ -54,6 +51,20 @@ async fn the_view_renders_what_the_whole_hash_renders() {
         .await
         .unwrap();
     assert!(matches!(created, Created::At(_)), "{created:?}");
+    id
+}
+
+async fn store(redis: &Redis) -> Store {
+    let store = Store::connect(&redis.url()).await.unwrap();
+    store.ensure_groups(&[QUEUE.to_owned()]).await.unwrap();
+    store
+}
+
+#[tokio::test]
+async fn the_view_renders_what_the_whole_hash_renders() {
+    let redis = Redis::start();
+    let store = store(&redis).await;
+    let id = create(&store, 60_000).await;
 
     // Working: the view leaves out what no DetailedTask shows (tool, queue entry, fence).
     let (view, whole) = both(&store, &id).await;
@@ -110,4 +121,45 @@ async fn the_view_renders_what_the_whole_hash_renders() {
             .unwrap()
             .is_none()
     );
+}
+
+/// Failed with an error object and a status message; and past its TTL unfinished, which
+/// readers render as failed from `created`, `ttl` and `updated` alone (T-52).
+#[tokio::test]
+async fn the_view_renders_failures_and_expiry_as_the_whole_hash_does() {
+    let redis = Redis::start();
+    let store = store(&redis).await;
+    let failed = create(&store, 60_000).await;
+    let expiring = create(&store, 300).await;
+    let mut reader = store.job_reader().await.unwrap();
+    let d = reader
+        .read(&[QUEUE.to_owned()], "w1", 1, None)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(d.task_id, failed);
+    let error = json!({"code": -32603, "message": "the build broke"});
+    let wrote = store
+        .finish(
+            &d,
+            0,
+            &Finish::Failed {
+                error: error.to_string(),
+                message: "step 3 of 5 failed".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(matches!(wrote, Write::Ok), "{wrote:?}");
+    let (view, whole) = both(&store, &failed).await;
+    assert_eq!(view, whole);
+    assert!(
+        view.contains("the build broke") && view.contains("step 3 of 5 failed"),
+        "{view}"
+    );
+
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let (view, whole) = both(&store, &expiring).await;
+    assert_eq!(view, whole);
+    assert!(view.contains("Task expired before completion"), "{view}");
 }
