@@ -315,14 +315,23 @@ async fn up_keeps_tasks_across_restarts_and_stops_quickly() -> Result<()> {
     })
     .await
     .context("queues never showed the default queue")?;
-    let (code, out, err) = cli(home, &["tools"])?;
-    ensure!(code == Some(0), "tools: {code:?} {out} {err}");
-    for (tool, task) in [("sleep", "with --task"), ("ask", "only with --task")] {
-        ensure!(
+    // `tools` takes each tool's policy from the console too: its snapshot can predate the
+    // worker's advert by up to one refresh (the TASK column reads `?` meanwhile).
+    let rows = [("sleep", "with --task"), ("ask", "only with --task")];
+    let shows_policies = |out: &str| {
+        rows.iter().all(|(tool, task)| {
             out.lines()
-                .any(|l| l.starts_with(&format!("{tool} ")) && l.contains(task)),
-            "tools: no {tool} row saying {task:?}: {out}"
-        );
+                .any(|l| l.starts_with(&format!("{tool} ")) && l.contains(task))
+        })
+    };
+    let listed = poll_until(WITHIN, || async {
+        let (code, out, _) = cli(home, &["tools"]).ok()?;
+        (code == Some(0) && shows_policies(&out)).then_some(())
+    })
+    .await;
+    if listed.is_err() {
+        let (code, out, err) = cli(home, &["tools"])?;
+        bail!("tools never showed {rows:?}: {code:?} {out} {err}");
     }
     let (code, out, err) = cli(home, &["get", &done])?;
     ensure!(
