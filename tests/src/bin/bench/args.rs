@@ -61,8 +61,9 @@ WHAT IT MEASURES
                 watched task
     limit       the same Redis command mix without HTTP, gateway or worker: --limit-loops
                 K loops in this process on mcp_tasks_store::Store (create_task,
-                JobReader::read (XREADGROUP), finish(Completed), get_task; like the
-                worker, no start for a run under 20 ms: finish with fence 0) on a queue no
+                JobReader::read (XREADGROUP), finish(Completed), view_task (what
+                tasks/get reads); like the worker, no start for a run under 20 ms:
+                finish with fence 0) on a queue no
                 worker serves, for --duration: lifecycles/s, and the best e2e rates as a
                 share of it. The per-command breakdowns of this run and of the
                 per-task run show where the mixes differ. Then

@@ -103,8 +103,8 @@ pub(crate) async fn redis_limit(
                     if w != Write::Ok {
                         bail!("finish: {w:?}");
                     }
-                    if store.get_task(&d.task_id, &d.owner).await?.is_none() {
-                        bail!("get_task {}: gone", d.task_id);
+                    if store.view_task(&d.task_id, &d.owner).await?.is_none() {
+                        bail!("view_task {}: gone", d.task_id);
                     }
                     done.fetch_add(1, Ordering::Relaxed);
                 }
@@ -159,7 +159,7 @@ pub(crate) async fn redis_limit(
         cpu_text(&cpu)
     );
     let mut text = vec![format!(
-        "Redis-bound limit: {per_s:.0} lifecycles/s  ({loops} loops on {conns} Store connections in this process, no HTTP: create_task, XREADGROUP, {}, get_task; {secs:.1} s; cpu: {})",
+        "Redis-bound limit: {per_s:.0} lifecycles/s  ({loops} loops on {conns} Store connections in this process, no HTTP: create_task, XREADGROUP, {}, view_task (what tasks/get reads); {secs:.1} s; cpu: {})",
         if with_start {
             "start, finish"
         } else {
