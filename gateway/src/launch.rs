@@ -13,7 +13,6 @@ use mcp_tasks_protocol::tasks::TaskStatus;
 use mcp_tasks_protocol::tools::CallToolResult;
 use mcp_tasks_shared::schema;
 use mcp_tasks_store::events::{TaskEvent, Watch};
-use mcp_tasks_store::registry::ToolAdvert;
 use mcp_tasks_store::stored::{self, Stored};
 use mcp_tasks_store::{
     Created, EXPIRED_RETENTION_MS, Job, Limit, NewTask, OwnerLimits, Store, TaskRecord,
@@ -22,6 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::envelope::Request;
 use crate::error::DispatchError;
+use crate::registry::FoundTool;
 use crate::state::State;
 
 /// A call whose tool exists and whose arguments fit: what [`start`] needs.
@@ -29,7 +29,7 @@ pub(crate) struct Prepared {
     /// The tool's name.
     pub(crate) name: String,
     /// The tool's advertisement.
-    pub(crate) tool: ToolAdvert,
+    pub(crate) tool: FoundTool,
 }
 
 impl Prepared {

@@ -16,6 +16,21 @@ use tokio::sync::RwLock;
 
 const CACHE_FOR: Duration = Duration::from_secs(1);
 
+/// One advertised tool, shared with the cached list it was found in: a call reads its
+/// schemas and policy without copying them (a deep copy was 3.5 % of a `tools/call`).
+pub(crate) struct FoundTool {
+    list: Arc<Vec<ToolAdvert>>,
+    at: usize,
+}
+
+impl std::ops::Deref for FoundTool {
+    type Target = ToolAdvert;
+
+    fn deref(&self) -> &ToolAdvert {
+        &self.list[self.at]
+    }
+}
+
 pub(crate) struct Registry {
     store: Store,
     cache: RwLock<Option<(Instant, Arc<Vec<ToolAdvert>>)>>,
@@ -44,16 +59,15 @@ impl Registry {
     }
 
     /// One live tool; a miss re-reads Redis once (a worker may have just started).
-    pub(crate) async fn find(&self, name: &str) -> StoreResult<Option<ToolAdvert>> {
-        if let Some(t) = self.tools().await?.iter().find(|t| t.tool.name == name) {
-            return Ok(Some(t.clone()));
+    pub(crate) async fn find(&self, name: &str) -> StoreResult<Option<FoundTool>> {
+        let found = |list: Arc<Vec<ToolAdvert>>| {
+            let at = list.iter().position(|t| t.tool.name == name)?;
+            Some(FoundTool { list, at })
+        };
+        if let Some(tool) = found(self.tools().await?) {
+            return Ok(Some(tool));
         }
-        Ok(self
-            .refresh()
-            .await?
-            .iter()
-            .find(|t| t.tool.name == name)
-            .cloned())
+        Ok(found(self.refresh().await?))
     }
 
     /// The strike a call of `name` with `args` falls under, if any.
