@@ -7,44 +7,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::Redis;
+use common::{QUEUE, Redis, next_delivery, queued_task, store};
 use mcp_tasks_store::strikes::Strikes;
-use mcp_tasks_store::{Created, Delivery, Job, NewTask, OwnerLimits, Store, keys, new_task_id};
-use serde_json::json;
-
-const QUEUE: &str = "default";
+use mcp_tasks_store::{Delivery, Store, keys};
 
 /// A task with `ttl_ms` on the queue, delivered to a consumer: its delivery.
 async fn delivered(store: &Store, ttl_ms: u64) -> Delivery {
-    let id = new_task_id();
-    let job = Job {
-        tool: "deploy".into(),
-        args: json!({"repo": "web"}),
-        caps: json!({}),
-        pre: serde_json::Map::new(),
-        traceparent: None,
-        owner: "own".into(),
-    };
-    let created = store
-        .create_task(&NewTask {
-            id: &id,
-            ttl_ms: Some(ttl_ms),
-            poll_ms: 500,
-            owner: "own",
-            limits: OwnerLimits::default(),
-            queue: QUEUE,
-            job: &job,
-        })
-        .await
-        .unwrap();
-    assert!(matches!(created, Created::At(_)), "{created:?}");
-    let mut reader = store.job_reader().await.unwrap();
-    let mut got = reader
-        .read(&[QUEUE.to_owned()], "w1", 10, None)
-        .await
-        .unwrap();
-    assert_eq!(got.len(), 1);
-    let d = got.remove(0);
+    let id = queued_task(store, "own", ttl_ms).await;
+    let d = next_delivery(store).await;
     assert_eq!(d.task_id, id);
     d
 }
@@ -55,12 +25,6 @@ fn held_key() -> String {
 
 fn ends_key() -> String {
     keys::held_ends_key(&keys::queue_key(QUEUE))
-}
-
-async fn store(redis: &Redis) -> Store {
-    let store = Store::connect(&redis.url()).await.unwrap();
-    store.ensure_groups(&[QUEUE.to_owned()]).await.unwrap();
-    store
 }
 
 /// A job read after its task's TTL ended is not held: the task ends expired (as the start

@@ -5,14 +5,11 @@
 
 mod common;
 
-use common::Redis;
+use common::{Redis, next_delivery, queued_task, store};
 use mcp_tasks_protocol::tasks::TaskStatus;
-use mcp_tasks_store::{
-    Ask, Created, Finish, Job, NewTask, OwnerLimits, Start, Store, Write, new_task_id,
-};
+use mcp_tasks_store::{Ask, Finish, Start, Store, Write, new_task_id};
 use serde_json::json;
 
-const QUEUE: &str = "default";
 const OWNER: &str = "own";
 
 /// The task as `tasks/get` renders it from the view and from the whole hash, at one instant.
@@ -27,37 +24,9 @@ async fn both(store: &Store, id: &str) -> (String, String) {
     (render(view), render(whole))
 }
 
-/// A new task with `ttl_ms`, queued: its id.
+/// A new task of [`OWNER`] with `ttl_ms`, queued: its id.
 async fn create(store: &Store, ttl_ms: u64) -> String {
-    let id = new_task_id();
-    let job = Job {
-        tool: "deploy".into(),
-        args: json!({"repo": "web"}),
-        caps: json!({}),
-        pre: serde_json::Map::new(),
-        traceparent: None,
-        owner: OWNER.into(),
-    };
-    let created = store
-        .create_task(&NewTask {
-            id: &id,
-            ttl_ms: Some(ttl_ms),
-            poll_ms: 500,
-            owner: OWNER,
-            limits: OwnerLimits::default(),
-            queue: QUEUE,
-            job: &job,
-        })
-        .await
-        .unwrap();
-    assert!(matches!(created, Created::At(_)), "{created:?}");
-    id
-}
-
-async fn store(redis: &Redis) -> Store {
-    let store = Store::connect(&redis.url()).await.unwrap();
-    store.ensure_groups(&[QUEUE.to_owned()]).await.unwrap();
-    store
+    queued_task(store, OWNER, ttl_ms).await
 }
 
 #[tokio::test]
@@ -75,12 +44,7 @@ async fn the_view_renders_what_the_whole_hash_renders() {
     assert!(rec.tool.is_empty(), "the view read the tool: {rec:?}");
 
     // Waiting for input: read whole, so the input requests are there.
-    let mut reader = store.job_reader().await.unwrap();
-    let d = reader
-        .read(&[QUEUE.to_owned()], "w1", 10, None)
-        .await
-        .unwrap()
-        .remove(0);
+    let d = next_delivery(&store).await;
     let Start::Run { fence, .. } = store.start(&d, "w1", 5).await.unwrap() else {
         panic!("the job did not start");
     };
@@ -131,12 +95,7 @@ async fn the_view_renders_failures_and_expiry_as_the_whole_hash_does() {
     let store = store(&redis).await;
     let failed = create(&store, 60_000).await;
     let expiring = create(&store, 300).await;
-    let mut reader = store.job_reader().await.unwrap();
-    let d = reader
-        .read(&[QUEUE.to_owned()], "w1", 1, None)
-        .await
-        .unwrap()
-        .remove(0);
+    let d = next_delivery(&store).await;
     assert_eq!(d.task_id, failed);
     let error = json!({"code": -32603, "message": "the build broke"});
     let wrote = store

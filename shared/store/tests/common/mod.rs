@@ -3,6 +3,63 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+/// The queue the store tests use.
+#[allow(dead_code)]
+pub(crate) const QUEUE: &str = "default";
+
+/// A store on `redis`, with [`QUEUE`]'s consumer group.
+#[allow(dead_code)]
+pub(crate) async fn store(redis: &Redis) -> mcp_tasks_store::Store {
+    let store = mcp_tasks_store::Store::connect(&redis.url()).await.unwrap();
+    store.ensure_groups(&[QUEUE.to_owned()]).await.unwrap();
+    store
+}
+
+/// A task of `owner` living `ttl_ms`, its job (a `deploy`) queued on [`QUEUE`]: its id.
+#[allow(dead_code)]
+pub(crate) async fn queued_task(
+    store: &mcp_tasks_store::Store,
+    owner: &str,
+    ttl_ms: u64,
+) -> String {
+    use mcp_tasks_store::{Created, Job, NewTask, OwnerLimits, new_task_id};
+    let id = new_task_id();
+    let job = Job {
+        tool: "deploy".into(),
+        args: serde_json::json!({"repo": "web"}),
+        caps: serde_json::json!({}),
+        pre: serde_json::Map::new(),
+        traceparent: None,
+        owner: owner.into(),
+    };
+    let created = store
+        .create_task(&NewTask {
+            id: &id,
+            ttl_ms: Some(ttl_ms),
+            poll_ms: 500,
+            owner,
+            limits: OwnerLimits::default(),
+            queue: QUEUE,
+            job: &job,
+        })
+        .await
+        .unwrap();
+    assert!(matches!(created, Created::At(_)), "{created:?}");
+    id
+}
+
+/// The next job on [`QUEUE`], delivered to consumer `w1`.
+#[allow(dead_code)]
+pub(crate) async fn next_delivery(store: &mcp_tasks_store::Store) -> mcp_tasks_store::Delivery {
+    let mut reader = store.job_reader().await.unwrap();
+    let mut got = reader
+        .read(&[QUEUE.to_owned()], "w1", 1, None)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1, "one job expected on {QUEUE}");
+    got.remove(0)
+}
+
 pub(crate) struct Redis {
     child: Child,
     pub(crate) port: u16,
