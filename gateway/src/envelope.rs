@@ -55,8 +55,7 @@ impl Request {
         self.meta.get(CLIENT_CAPABILITIES_KEY).unwrap_or(&EMPTY)
     }
 
-    /// The request's client capabilities, taken out of it (a copy of a deep tree costs
-    /// more than the rest of a task's creation does): what a job carries (T-45).
+    /// The request's client capabilities, taken out of it: what a job carries (T-45).
     pub(crate) fn take_capabilities(&mut self) -> Value {
         self.meta
             .remove(CLIENT_CAPABILITIES_KEY)

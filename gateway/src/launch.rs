@@ -123,16 +123,15 @@ pub(crate) struct Launched {
     pub(crate) guard: CancelOnDrop,
 }
 
-/// Create the task of a prepared call within its owner's limits, with the client
-/// capabilities `caps` its job carries, the answers `pre` collected before it started, its
-/// lifetime capped at `ttl_cap` when given, watched when `watch`.
-#[allow(clippy::too_many_arguments)]
+/// Create the task of a prepared call within its owner's limits, with the answers `pre`
+/// collected before it started, its lifetime capped at `ttl_cap` when given, watched when
+/// `watch`. The request's client capabilities move into the job (T-45) rather than being
+/// copied (6.6k instructions of a `tools/call`): no caller reads them afterwards.
 pub(crate) async fn start(
     state: &Arc<State>,
-    req: &Request,
+    req: &mut Request,
     call: &Prepared,
     args: Value,
-    caps: Value,
     pre: Map<String, Value>,
     ttl_cap: Option<Duration>,
     watch: bool,
@@ -141,7 +140,7 @@ pub(crate) async fn start(
     let job = Job {
         tool: name.clone(),
         args,
-        caps,
+        caps: req.take_capabilities(),
         pre,
         owner: req.owner.clone(),
         // This request's span when spans are exported (the worker's run is its child),

@@ -38,7 +38,8 @@ fn checked_id<'a>(req: &Request, id: &'a Member<String>) -> Result<&'a str, Disp
     Ok(id)
 }
 
-/// One `HMGET` (an `HGETALL` more for a task waiting for input); the same answer for unknown, expired and foreign ids (T-24, T-25, T-26).
+/// One `HMGET` (and an `HGETALL` for a task waiting for input); the same answer for
+/// unknown, expired and foreign ids (T-24, T-25, T-26).
 pub(crate) async fn get(
     state: &Arc<State>,
     req: &Request,

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use mcp_tasks_protocol::TASKS_EXTENSION;
 use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR, result_bytes};
-use mcp_tasks_protocol::meta::{Capability, server_meta};
+use mcp_tasks_protocol::meta::{Capability, ServerMeta, server_meta};
 use mcp_tasks_protocol::params::{CallToolParams, InputResponses, ListToolsParams, Member};
 use mcp_tasks_protocol::results::{CacheScope, InputRequiredResult, ListToolsResult};
 use mcp_tasks_protocol::tasks::{CreateTaskResult, ResponseKind, TaskStatus};
@@ -88,8 +88,6 @@ pub(crate) async fn call(
         (Policy::Auto, declared) => Mode::Auto { declared },
         (Policy::TaskOnly, false) => unreachable!("the capability check rejects this"),
     };
-    // Nothing below reads the capabilities but the job.
-    let caps = req.take_capabilities();
     let sync_timeout = state.config.sync_timeout;
     let ttl_cap = (mode == Mode::Sync).then_some(sync_timeout + SYNC_TASK_SLACK);
     let Launched {
@@ -100,10 +98,9 @@ pub(crate) async fn call(
         mut guard,
     } = launch::start(
         state,
-        &req,
+        &mut req,
         &call,
         args,
-        caps,
         pre,
         ttl_cap,
         mode != Mode::Task,
@@ -121,7 +118,7 @@ pub(crate) async fn call(
             last_updated_at: created,
             ttl_ms: Some(ttl_ms),
             poll_interval_ms: tool.poll_interval_ms,
-            meta: mcp_tasks_protocol::meta::ServerMeta,
+            meta: ServerMeta,
         }
     };
     // On every error return below the guard stays armed, and dropping it cancels the task.

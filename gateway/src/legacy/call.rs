@@ -49,7 +49,7 @@ const MIN_TASK_TTL_MS: u64 = 1_000;
 pub(super) async fn call(
     state: &Arc<State>,
     session: &Session,
-    req: Request,
+    mut req: Request,
     params: CallToolParams,
     accepts_sse: bool,
 ) -> Result<Reply, DispatchError> {
@@ -101,17 +101,7 @@ pub(super) async fn call(
             ttl_ms,
             mut guard,
             ..
-        } = launch::start(
-            state,
-            &req,
-            &call,
-            args,
-            req.capabilities().clone(),
-            Map::new(),
-            ttl,
-            false,
-        )
-        .await?;
+        } = launch::start(state, &mut req, &call, args, Map::new(), ttl, false).await?;
         guard.disarm();
         // Its status changes then reach the session's GET stream, on any gateway, and
         // tasks/list shows it.
@@ -152,17 +142,7 @@ pub(super) async fn call(
         guard,
         ttl_ms,
         ..
-    } = launch::start(
-        state,
-        &req,
-        &call,
-        args,
-        req.capabilities().clone(),
-        Map::new(),
-        ttl_cap,
-        true,
-    )
-    .await?;
+    } = launch::start(state, &mut req, &call, args, Map::new(), ttl_cap, true).await?;
     let Some(watch) = watch else {
         return Err(DispatchError::Internal(
             "no watch for a waiting call".into(),

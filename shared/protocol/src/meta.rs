@@ -145,6 +145,7 @@ pub fn missing_capabilities(required: &[Capability], caps: &Value) -> Option<Val
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     /// The fields of the hot results write exactly what `server_meta()` is.
     #[test]
@@ -155,8 +156,6 @@ mod tests {
             serde_json::to_string(&server_meta()).unwrap()
         );
     }
-
-    use super::*;
 
     #[test]
     fn tasks_declared_only_as_an_object_under_extensions() {
