@@ -298,6 +298,13 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
             let n = rest.len().min(buf.remaining());
             buf.put_slice(&rest[..n]);
             opening.given += n as u8;
+            // What has arrived behind the opening comes in the same read. Given alone, the
+            // opening is a partial request head, and hyper then doubles its read buffer to
+            // 16 KiB for the rest of the connection (an idle listen stream's largest cost).
+            // Nothing more yet, or an error: the opening now; the next read meets the rest.
+            if buf.remaining() > 0 {
+                let _ = Pin::new(&mut self.io).poll_read(cx, buf);
+            }
             self.conn.received(&buf.filled()[before..]);
             return Poll::Ready(Ok(()));
         }
@@ -464,6 +471,24 @@ mod tests {
                 "{parts:?}"
             );
         }
+    }
+
+    /// hyper parses a request head from its first read: the opening must not come alone
+    /// (a partial head makes hyper double its read buffer for the connection's life).
+    #[tokio::test]
+    async fn the_opening_and_what_followed_it_come_in_one_read() {
+        use tokio::io::AsyncReadExt as _;
+        const HEAD: &[u8] = b"POST /mcp HTTP/1.1\r\nhost: x\r\n\r\n";
+        let mut stream = accepted_after(&[HEAD]).await;
+        let opening = Opening::read(&mut stream).await;
+        assert!(
+            usize::from(opening.len) < HEAD.len(),
+            "the opening is a prefix"
+        );
+        let mut watched = Watched::new(stream, conns(4).admit().unwrap(), opening);
+        let mut first = [0u8; 8192];
+        let n = watched.read(&mut first).await.unwrap();
+        assert_eq!(&first[..n], HEAD);
     }
 
     fn conns(max: usize) -> Arc<Connections> {
