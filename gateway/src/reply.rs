@@ -5,6 +5,7 @@
 use std::convert::Infallible;
 
 use bytes::Bytes;
+use futures_util::{Stream, StreamExt as _};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt as _, Full, StreamBody};
 use hyper::body::Frame;
@@ -20,8 +21,8 @@ pub(crate) type ResBody = UnsyncBoxBody<Bytes, Infallible>;
 pub(crate) enum Reply {
     /// One JSON-RPC response.
     Json(Vec<u8>),
-    /// An SSE stream; each item is one already-framed event.
-    Sse(mpsc::Receiver<Bytes>),
+    /// An SSE stream of already-framed events ([`sse_channel`], [`sse_stream`]).
+    Sse(ResBody),
 }
 
 /// A full (non-streaming) body with `status` and, when given, `Content-Type`.
@@ -54,12 +55,24 @@ pub(crate) fn json_error(
 
 /// An SSE response streaming `rx`, one already-framed event per item.
 pub(crate) fn sse(rx: mpsc::Receiver<Bytes>) -> Response<ResBody> {
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
-    });
-    let mut res = Response::new(StreamBody::new(stream).boxed_unsync());
+    sse_response(sse_channel(rx))
+}
+
+/// An SSE body sending what a channel receives, one already-framed event per item.
+pub(crate) fn sse_channel(rx: mpsc::Receiver<Bytes>) -> ResBody {
+    sse_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (b, rx))
+    }))
+}
+
+/// An SSE body sending `events`, one already-framed event per item; it ends with them.
+pub(crate) fn sse_stream(events: impl Stream<Item = Bytes> + Send + 'static) -> ResBody {
+    StreamBody::new(events.map(|b| Ok::<_, Infallible>(Frame::data(b)))).boxed_unsync()
+}
+
+/// A 200 response with an SSE body.
+fn sse_response(body: ResBody) -> Response<ResBody> {
+    let mut res = Response::new(body);
     let h = res.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -96,6 +109,6 @@ pub(crate) fn empty(status: StatusCode) -> Response<ResBody> {
 pub(crate) fn ok(reply: Reply) -> Response<ResBody> {
     match reply {
         Reply::Json(bytes) => json(StatusCode::OK, bytes),
-        Reply::Sse(rx) => sse(rx),
+        Reply::Sse(body) => sse_response(body),
     }
 }

@@ -6,9 +6,11 @@
 //! then every newer version as it is published — never an older or equal one, nothing after
 //! a terminal state. A Redis reconnect makes the stream re-read and send what changed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use mcp_tasks_protocol::jsonrpc::{Id, Notification, result_bytes};
@@ -20,13 +22,12 @@ use mcp_tasks_protocol::results::ListenResult;
 use mcp_tasks_store::events::{TaskEvent, Watches};
 use mcp_tasks_store::{TaskRecord, is_plausible_task_id};
 use serde::Serialize;
-use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
 use super::{owner, require_tasks};
 use crate::envelope::Request;
 use crate::error::DispatchError;
-use crate::reply::{Reply, sse_event};
+use crate::reply::{Reply, sse_event, sse_stream};
 use crate::state::State;
 
 /// How long a listener's slot among its owner's open streams is held without renewal
@@ -114,22 +115,35 @@ pub(crate) async fn listen(
         },
     };
     let ack = serde_json::to_vec(&ack).map_err(|e| DispatchError::Internal(e.to_string()))?;
-    let (tx, rx) = mpsc::channel::<Bytes>(64);
-    let stream = Stream {
-        tx,
+    let span = tracing::info_span!("listen", listen.tasks = last_seen.len(), rpc.id = %req.id);
+    let mut stream = Stream {
+        state: state.clone(),
         owner: me.to_owned(),
         subscription: req.id.clone(),
         last_seen,
         watches,
         unread: HashSet::new(),
+        out: VecDeque::from([sse_event(&ack)]),
+        keepalive: tokio::time::interval_at(Instant::now() + KEEPALIVE, KEEPALIVE),
+        retry: tokio::time::interval(REREAD_RETRY),
+        hub: true,
+        ended: false,
+        span,
+        _slot: slot,
+        _open: OpenListener::new(),
     };
-    let span =
-        tracing::info_span!("listen", listen.tasks = stream.last_seen.len(), rpc.id = %req.id);
-    let state = state.clone();
-    // The stream is returned first and filled by the task: the ack and snapshots can exceed
-    // the channel's capacity, which only drains once hyper has the body.
-    tokio::spawn(stream.run(state, slot, ack, initial).instrument(span));
-    Ok(Reply::Sse(rx))
+    for rec in initial {
+        stream.emit(&rec);
+    }
+    // The body is the stream itself: no task and no channel per listener, and nothing is
+    // produced faster than the client reads (events wait in the hub's bounded buffer, and
+    // a watcher that falls behind is told to re-read).
+    let frames = futures_util::stream::unfold(stream, |mut stream| async move {
+        let span = stream.span.clone();
+        let frame = stream.next_frame().instrument(span).await?;
+        Some((frame, stream))
+    });
+    Ok(Reply::Sse(sse_stream(frames)))
 }
 
 /// Counts a notification stream as open while alive.
@@ -215,8 +229,10 @@ impl Drop for ListenerSlot {
     }
 }
 
+/// An open listen stream: what it has sent, what it watches, and the frames ready to go.
+/// It is the response body; dropping it (the client left) frees its slot and watches.
 struct Stream {
-    tx: mpsc::Sender<Bytes>,
+    state: Arc<State>,
     /// The caller's owner digest (its tasks' keys).
     owner: String,
     subscription: Id,
@@ -226,25 +242,36 @@ struct Stream {
     watches: Watches,
     /// Tasks whose re-read failed, retried every [`REREAD_RETRY`].
     unread: HashSet<String>,
+    /// Frames ready to send, oldest first: the ack and snapshots, then what an event gave.
+    out: VecDeque<Bytes>,
+    keepalive: tokio::time::Interval,
+    retry: tokio::time::Interval,
+    /// `false` once the hub stopped (the process is ending).
+    hub: bool,
+    /// The gateway ended the stream: what is in `out` is the last of it.
+    ended: bool,
+    span: tracing::Span,
+    _slot: ListenerSlot,
+    _open: OpenListener,
 }
 
 impl Stream {
-    async fn send_json<T: Serialize>(&self, message: &T) {
+    fn push_json<T: Serialize>(&mut self, message: &T) {
         if let Ok(bytes) = serde_json::to_vec(message) {
-            let _ = self.tx.send(sse_event(&bytes)).await;
+            self.out.push_back(sse_event(&bytes));
         }
     }
 
     /// Send `rec` if it is newer than what this stream sent.
-    async fn send_task(&mut self, rec: &TaskRecord) {
+    fn send_task(&mut self, rec: &TaskRecord) {
         match self.last_seen.get(&rec.id) {
-            Some(last) if rec.version > *last => self.emit(rec).await,
+            Some(last) if rec.version > *last => self.emit(rec),
             _ => {}
         }
     }
 
     /// Send `rec`; stop watching its task once it is terminal.
-    async fn emit(&mut self, rec: &TaskRecord) {
+    fn emit(&mut self, rec: &TaskRecord) {
         let task = rec.to_detailed();
         let note = Notification {
             jsonrpc: "2.0",
@@ -254,7 +281,7 @@ impl Stream {
                 meta: subscription_meta(&self.subscription),
             },
         };
-        self.send_json(&note).await;
+        self.push_json(&note);
         // Terminal as rendered: an unfinished task past its TTL reads as failed, and its
         // stored expiry (written later) must not be sent a second time.
         if task.status.is_terminal() {
@@ -265,76 +292,55 @@ impl Stream {
         }
     }
 
-    /// Send the acknowledgement and the snapshots, then every change until the client
-    /// leaves or the gateway ends the stream; the owner's slot is held until then.
-    async fn run(
-        mut self,
-        state: Arc<State>,
-        _slot: ListenerSlot,
-        ack: Vec<u8>,
-        snapshots: Vec<TaskRecord>,
-    ) {
-        let _open = OpenListener::new();
-        // Boxed here and below (events, re-reads): a stream idles in this function for
-        // hours, and what a send holds would otherwise be part of its state all along.
-        // The ack and snapshots move in, so none of them stays in the idle state.
-        let this = &mut self;
-        Box::pin(async move {
-            let _ = this.tx.send(sse_event(&ack)).await;
-            for rec in snapshots {
-                this.emit(&rec).await;
-            }
-        })
-        .await;
-        let mut keepalive = tokio::time::interval(KEEPALIVE);
-        keepalive.tick().await;
-        let mut retry = tokio::time::interval(REREAD_RETRY);
-        // `false` once the hub stopped (the process is ending).
-        let mut hub = true;
+    /// The next frame: the acknowledgement and the snapshots first, then every change and
+    /// keep-alive until the gateway ends the stream (`None` after its last frame).
+    async fn next_frame(&mut self) -> Option<Bytes> {
         loop {
+            if let Some(frame) = self.out.pop_front() {
+                return Some(frame);
+            }
+            if self.ended {
+                return None;
+            }
             tokio::select! {
-                () = self.tx.closed() => break,
-                () = state.streams_end.cancelled() => {
+                () = self.state.streams_end.cancelled() => {
                     // Server-initiated end: the listen response first (B-40).
                     let done = ListenResult { result_type: "complete", meta: subscription_meta(&self.subscription) };
-                    let _ = self.tx.send(sse_event(&result_bytes(&self.subscription, &done))).await;
-                    break;
+                    self.out.push_back(sse_event(&result_bytes(&self.subscription, &done)));
+                    self.ended = true;
                 }
-                _ = keepalive.tick() => {
-                    if self.tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
-                        break;
-                    }
-                }
+                _ = self.keepalive.tick() => return Some(Bytes::from_static(b": keep-alive\n\n")),
                 // Once every watched task ended the stream only keeps alive.
-                event = self.watches.recv(), if hub && !self.watches.is_empty() => match event {
-                    None => hub = false,
-                    Some((id, event)) => Box::pin(self.on_event(&state, id, event)).await,
+                event = self.watches.recv(), if self.hub && !self.watches.is_empty() => match event {
+                    None => self.hub = false,
+                    // Boxed here and below: a stream idles in this function for hours, and
+                    // what a re-read holds would otherwise be part of its state all along.
+                    Some((id, event)) => Box::pin(self.on_event(id, event)).await,
                 },
-                _ = retry.tick(), if !self.unread.is_empty() => {
+                _ = self.retry.tick(), if !self.unread.is_empty() => {
                     for id in std::mem::take(&mut self.unread) {
-                        Box::pin(self.reread(&state, &id)).await;
+                        Box::pin(self.reread(&id)).await;
                     }
                 }
             }
         }
-        tracing::debug!("listen stream closed");
     }
 
     /// A watched task changed (send it if newer) or may have (re-read it).
-    async fn on_event(&mut self, state: &State, id: Arc<str>, event: TaskEvent) {
+    async fn on_event(&mut self, id: Arc<str>, event: TaskEvent) {
         if !self.watches.contains(&id) {
             return;
         }
         match event {
-            TaskEvent::Changed(rec) => self.send_task(&rec).await,
-            TaskEvent::Resync => self.reread(state, &id).await,
+            TaskEvent::Changed(rec) => self.send_task(&rec),
+            TaskEvent::Resync => self.reread(&id).await,
         }
     }
 
     /// Re-read a task after events may have been missed; retried until Redis answers.
-    async fn reread(&mut self, state: &State, id: &str) {
-        match state.store.get_task(id, &self.owner).await {
-            Ok(Some(rec)) => self.send_task(&rec).await,
+    async fn reread(&mut self, id: &str) {
+        match self.state.store.get_task(id, &self.owner).await {
+            Ok(Some(rec)) => self.send_task(&rec),
             Ok(None) => {
                 self.last_seen.remove(id);
                 self.watches.remove(id);
@@ -344,5 +350,12 @@ impl Stream {
                 self.unread.insert(id.to_owned());
             }
         }
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        let _in = self.span.enter();
+        tracing::debug!("listen stream closed");
     }
 }

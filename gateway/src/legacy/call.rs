@@ -179,7 +179,7 @@ pub(super) async fn call(
         },
     );
     if accepts_sse {
-        return Ok(Reply::Sse(rx));
+        return Ok(Reply::Sse(crate::reply::sse_channel(rx)));
     }
     match rx.recv().await {
         Some(bytes) => Ok(Reply::Json(bytes.to_vec())),
