@@ -125,7 +125,13 @@ pub(crate) async fn listen(
         unread: HashSet::new(),
         out: VecDeque::from([sse_event(&ack)]),
         keepalive: tokio::time::interval_at(Instant::now() + KEEPALIVE, KEEPALIVE),
-        retry: tokio::time::interval(REREAD_RETRY),
+        retry: {
+            // A re-read that first fails hours in waits a second between tries, rather than
+            // catching up every tick missed since the stream opened.
+            let mut retry = tokio::time::interval(REREAD_RETRY);
+            retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            retry
+        },
         hub: true,
         ended: false,
         span,
@@ -297,6 +303,11 @@ impl Stream {
     async fn next_frame(&mut self) -> Option<Bytes> {
         loop {
             if let Some(frame) = self.out.pop_front() {
+                // A listen on many tasks queues a snapshot each; an idle stream keeps none
+                // of that room.
+                if self.out.is_empty() && self.out.capacity() > 4 {
+                    self.out = VecDeque::new();
+                }
                 return Some(frame);
             }
             if self.ended {
