@@ -284,7 +284,7 @@ impl Store {
                     backend: Backend::Sentinel(primary),
                     con: Con::Sentinel(con),
                     acked: None,
-                    scripts: std::sync::Arc::new(scripts::Scripts::load(false)),
+                    scripts: std::sync::Arc::new(scripts::Scripts::load(false, false)),
                     layout: keys::Layout::Standalone,
                 })
             }
@@ -295,7 +295,7 @@ impl Store {
                     backend: Backend::Single(client),
                     con: Con::Single(con),
                     acked: None,
-                    scripts: std::sync::Arc::new(scripts::Scripts::load(false)),
+                    scripts: std::sync::Arc::new(scripts::Scripts::load(false, true)),
                     layout: keys::Layout::Standalone,
                 })
             }
@@ -313,7 +313,7 @@ impl Store {
                     backend: Backend::Cluster { seeds },
                     con: Con::Cluster(con),
                     acked: None,
-                    scripts: std::sync::Arc::new(scripts::Scripts::load(true)),
+                    scripts: std::sync::Arc::new(scripts::Scripts::load(true, false)),
                     layout: keys::Layout::cluster(shards),
                 })
             }

@@ -209,3 +209,47 @@ async fn one_watch_carries_many_tasks() {
     drop(sentinel);
     stop.cancel();
 }
+
+/// A change is published only on a channel someone subscribed to: an unwatched task's
+/// finish publishes nothing (no encoding of the task for no one), a watched one's reaches
+/// its watcher with the terminal state.
+#[tokio::test]
+async fn changes_are_published_only_to_watched_tasks() {
+    use mcp_tasks_protocol::tasks::TaskStatus;
+    use mcp_tasks_store::{Finish, Start, Write};
+    let redis = Redis::start();
+    let store = common::store(&redis).await;
+    let stop = CancellationToken::new();
+    let hub = EventHub::start(&store, stop.clone());
+    let unwatched = common::queued_task(&store, "o1", 60_000).await;
+    let watched = common::queued_task(&store, "o1", 60_000).await;
+    let mut watch = hub.watch(&watched).await.unwrap();
+    for id in [&unwatched, &watched] {
+        let d = common::next_delivery(&store).await;
+        assert_eq!(&d.task_id, id);
+        let Start::Run { fence, .. } = store.start(&d, "w1", 5).await.unwrap() else {
+            panic!("the job did not start");
+        };
+        let wrote = store
+            .finish(&d, fence, &Finish::Completed(r#"{"content":[]}"#.into()))
+            .await
+            .unwrap();
+        assert!(matches!(wrote, Write::Ok), "{wrote:?}");
+    }
+    // Starting is not observable: the finish is the one publish, for the watched task.
+    let stats = redis.cli(&["INFO", "commandstats"]);
+    let publishes = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_publish:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or("0");
+    assert_eq!(publishes, "1", "{stats}");
+    match tokio::time::timeout(Duration::from_secs(5), watch.recv()).await {
+        Ok(Some(TaskEvent::Changed(rec))) => {
+            assert_eq!(rec.id, watched);
+            assert_eq!(rec.status, Some(TaskStatus::Completed));
+        }
+        other => panic!("expected the watched task's completion, got {other:?}"),
+    }
+    stop.cancel();
+}

@@ -9,7 +9,8 @@
 --         when it says the TTL has passed is Redis' clock read (TIME) to confirm — as in
 --         start.lua, so the usual path needs no TIME.
 -- Returns: {'ok'} | {'gone'} | {'terminal', status} | {'fenced'}
--- The usual path: HGETALL, HSET, PUBLISH, XACK, XDEL.
+-- The usual path: HGETALL, HSET, PUBLISH (on one Redis: PUBSUB NUMSUB, and PUBLISH when
+-- watched), XACK, XDEL.
 STAMP = tonumber(ARGV[9])
 local task = load(KEYS[1])
 if not task then
