@@ -27,7 +27,8 @@
 //!
 //! Every state change is one script (`scripts/*.lua`): it checks the current status (terminal
 //! states never change), checks the fencing token where a worker writes, moves
-//! `lastUpdatedAt`, bumps `ver` and publishes the new state, atomically.
+//! `lastUpdatedAt`, bumps `ver` and publishes the new state, atomically (on one Redis only
+//! when the task's channel has subscribers: see `scripts::Scripts::load`).
 //! Callers speak domain verbs and get domain types; no `redis::Value` escapes.
 //!
 //! One module per concern, each an `impl Store` block: `tasks` (create, read, answer,
