@@ -4,7 +4,7 @@
 //! | --- | --- | --- | --- | --- |
 //! | `mcpt:task:{ID}:OWNER` | hash | status msg created updated ttl poll ver owner tool queue result error cancel fence worker pending `in:KEY` `ans:KEY` | scripts only | `PEXPIREAT created + ttl` |
 //! | `mcpt:queue:{NAME}` | stream, group `workers` | `task` id, `job` JSON (tool, arguments, capabilities, MRTR answers, trace context) | create script; XACK + XDEL by start/finish scripts | entries deleted once done |
-//! | `mcpt:events:{ID}` | channel | the whole task hash as a flat JSON array, after each change | scripts | — |
+//! | `mcpt:events:{ID}` | channel | the whole task hash as a flat JSON array, after each change (on one Redis without `WAIT` replicas, only while someone is subscribed) | scripts | — |
 //! | `mcpt:tools` | hash | tool name → [`registry::ToolAdvert`] JSON | workers' heartbeats | stale after 15 s |
 //! | `mcpt:{tallies}` | hash | process id → [`tally::Tally`] JSON (counts and run-time buckets since the process started) | every gateway and worker, at most every 5 s | dropped by the next writer 5 min after the process' last write |
 //! | `mcpt:{tallies}:at` | sorted set | process id → its last write (ms, Redis' clock) | the same script | with its tally |
@@ -27,8 +27,9 @@
 //!
 //! Every state change is one script (`scripts/*.lua`): it checks the current status (terminal
 //! states never change), checks the fencing token where a worker writes, moves
-//! `lastUpdatedAt`, bumps `ver` and publishes the new state, atomically (on one Redis only
-//! when the task's channel has subscribers: see `scripts::Scripts::load`).
+//! `lastUpdatedAt`, bumps `ver` and publishes the new state, atomically (on one Redis
+//! without `WAIT` replicas only when the task's channel has subscribers: see
+//! `scripts::Scripts::load`).
 //! Callers speak domain verbs and get domain types; no `redis::Value` escapes.
 //!
 //! One module per concern, each an `impl Store` block: `tasks` (create, read, answer,
@@ -331,6 +332,12 @@ impl Store {
         self.acked = if replication.replicas == 0 {
             None
         } else {
+            // A Redis with replicas to wait for can fail over behind its URL, and a
+            // subscription can outlive the switch on the former primary, now a replica:
+            // publish every change, as behind Sentinel (`scripts::Scripts::load`).
+            if matches!(self.backend, Backend::Single(_)) {
+                self.scripts = std::sync::Arc::new(scripts::Scripts::load(false, false));
+            }
             Some(replication::Acked::new(self.backend.clone(), replication)?)
         };
         Ok(self)

@@ -43,11 +43,13 @@ impl Scripts {
     /// The scripts for one Redis (`cluster` false) or for Redis Cluster. With `gated`,
     /// a change is published only when its channel has subscribers on the Redis the
     /// script runs on (`PUBSUB NUMSUB`): right for one Redis, where every subscriber is.
-    /// Behind Sentinel or in a cluster a subscriber can be on a replica, which the
-    /// primary's publishes reach by replication but its count leaves out: a gateway still
-    /// subscribed to a demoted primary, a shard channel subscribed on a replica (Redis
-    /// Cluster allows it; the cluster failover test lost answers when publishing was gated
-    /// there). Those always publish.
+    /// Where Redis can fail over (Sentinel, a cluster, one Redis with `WAIT` replicas) a
+    /// subscriber can be on a replica, which the primary's publishes reach by replication
+    /// but its count leaves out: a subscription that outlived a switch on the demoted
+    /// primary, a shard channel subscribed on a replica (Redis Cluster allows it; the
+    /// cluster failover test lost answers when publishing was gated there). Those always
+    /// publish. The one case left: one Redis URL with no `WAIT` replicas behind which
+    /// Redis fails over while a subscriber's connection stays on the former primary.
     pub(crate) fn load(cluster: bool, gated: bool) -> Scripts {
         let publish = if cluster { "SPUBLISH" } else { "PUBLISH" };
         let numsub = if gated { "'NUMSUB'" } else { "nil" };

@@ -210,13 +210,40 @@ async fn one_watch_carries_many_tasks() {
     stop.cancel();
 }
 
-/// A change is published only on a channel someone subscribed to: an unwatched task's
-/// finish publishes nothing (no encoding of the task for no one), a watched one's reaches
-/// its watcher with the terminal state.
+/// Finish the next queued job (it must be task `id`) with a result.
+async fn finish_next(store: &Store, id: &str) {
+    use mcp_tasks_store::{Finish, Start};
+    let d = common::next_delivery(store).await;
+    assert_eq!(d.task_id, id);
+    let Start::Run { fence, .. } = store.start(&d, "w1", 5).await.unwrap() else {
+        panic!("the job did not start");
+    };
+    // With replicas to wait for and none here, the write is made and reported unreplicated.
+    let _ = store
+        .finish(&d, fence, &Finish::Completed(r#"{"content":[]}"#.into()))
+        .await;
+}
+
+impl Redis {
+    /// `PUBLISH` calls so far, scripts' included.
+    fn publishes(&self) -> u64 {
+        let stats = self.cli(&["INFO", "commandstats"]);
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_publish:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |n| n.parse().unwrap())
+    }
+}
+
+/// On one Redis a change is published only on a channel someone subscribed to: an
+/// unwatched task's finish publishes nothing (no encoding of the task for no one), a
+/// watched one's reaches its watcher with the terminal state. With replicas to wait for
+/// (Redis can then fail over, and a subscription outlive the switch on a replica) every
+/// change is published.
 #[tokio::test]
 async fn changes_are_published_only_to_watched_tasks() {
     use mcp_tasks_protocol::tasks::TaskStatus;
-    use mcp_tasks_store::{Finish, Start, Write};
     let redis = Redis::start();
     let store = common::store(&redis).await;
     let stop = CancellationToken::new();
@@ -224,26 +251,10 @@ async fn changes_are_published_only_to_watched_tasks() {
     let unwatched = common::queued_task(&store, "o1", 60_000).await;
     let watched = common::queued_task(&store, "o1", 60_000).await;
     let mut watch = hub.watch(&watched).await.unwrap();
-    for id in [&unwatched, &watched] {
-        let d = common::next_delivery(&store).await;
-        assert_eq!(&d.task_id, id);
-        let Start::Run { fence, .. } = store.start(&d, "w1", 5).await.unwrap() else {
-            panic!("the job did not start");
-        };
-        let wrote = store
-            .finish(&d, fence, &Finish::Completed(r#"{"content":[]}"#.into()))
-            .await
-            .unwrap();
-        assert!(matches!(wrote, Write::Ok), "{wrote:?}");
-    }
-    // Starting is not observable: the finish is the one publish, for the watched task.
-    let stats = redis.cli(&["INFO", "commandstats"]);
-    let publishes = stats
-        .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_publish:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .unwrap_or("0");
-    assert_eq!(publishes, "1", "{stats}");
+    finish_next(&store, &unwatched).await;
+    finish_next(&store, &watched).await;
+    // Starting is not observable: the watched task's finish is the one publish.
+    assert_eq!(redis.publishes(), 1);
     match tokio::time::timeout(Duration::from_secs(5), watch.recv()).await {
         Ok(Some(TaskEvent::Changed(rec))) => {
             assert_eq!(rec.id, watched);
@@ -251,5 +262,20 @@ async fn changes_are_published_only_to_watched_tasks() {
         }
         other => panic!("expected the watched task's completion, got {other:?}"),
     }
+
+    // The task is created without waiting (the create would be refused as unreplicated).
+    let alone = common::queued_task(&store, "o1", 60_000).await;
+    let waiting = store
+        .with_replication(mcp_tasks_store::Replication {
+            replicas: 1,
+            timeout: Duration::from_millis(10),
+        })
+        .unwrap();
+    finish_next(&waiting, &alone).await;
+    assert_eq!(
+        redis.publishes(),
+        2,
+        "an unwatched change with WAIT replicas"
+    );
     stop.cancel();
 }
