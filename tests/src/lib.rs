@@ -214,8 +214,8 @@ pub fn write_catalog(text: &str) -> Result<TempFile> {
 }
 
 /// A worker given the catalog `text` refuses to start with exit 64 and one line on stderr
-/// naming the file and containing `want`.
-pub fn assert_catalog_refused(text: &str, want: &str) -> Result<()> {
+/// naming the file and containing `want`: that line.
+pub fn assert_catalog_refused(text: &str, want: &str) -> Result<String> {
     let catalog = write_catalog(text)?;
     let path = catalog.path();
     let (mut p, _) = Process::spawn(
@@ -233,7 +233,7 @@ pub fn assert_catalog_refused(text: &str, want: &str) -> Result<()> {
     let want_file = format!("MCPT_TOOLS_FILE={}: ", path.display());
     ensure!(line.contains(&want_file), "{line}");
     ensure!(line.contains(want), "got {line}\nwant {want}");
-    Ok(())
+    Ok(line)
 }
 
 /// A Redis, a gateway and a worker offering a tool catalog.
