@@ -9,10 +9,10 @@
 --         when it says the TTL has passed is Redis' clock read (TIME) to confirm — as in
 --         start.lua, so the usual path needs no TIME.
 -- Returns: {'ok'} | {'gone'} | {'terminal', status} | {'fenced'}
--- The usual path: HGETALL, HSET, PUBLISH (on one Redis: PUBSUB NUMSUB, and PUBLISH when
--- watched), XACK, XDEL.
+-- The usual path: HMGET, HSET, PUBLISH (on one Redis: PUBSUB NUMSUB, and HGETALL and
+-- PUBLISH when watched), XACK, XDEL.
 STAMP = tonumber(ARGV[9])
-local task = load(KEYS[1])
+local task = load_fields(KEYS[1], 'status', 'created', 'ttl', 'updated', 'ver', 'fence', 'cancel')
 if not task then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'gone'}

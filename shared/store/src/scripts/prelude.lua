@@ -21,7 +21,7 @@ local function stamp_ms()
 end
 
 -- The whole task hash as a table (nil when it is gone): one HGETALL that serves the
--- checks, the version bump and the published state.
+-- checks and the version bump.
 local function load(key)
   local flat = redis.call('HGETALL', key)
   if #flat == 0 then return nil end
@@ -39,21 +39,32 @@ local function watched(channel)
   return not NUMSUB or redis.call('PUBSUB', NUMSUB, channel)[2] > 0
 end
 
--- Publish a loaded task (a flat JSON array of field, value, ...) on its channel, if
--- anyone is listening.
-local function publish_task(channel, task)
-  if not watched(channel) then return end
-  local flat = {}
-  for f, v in pairs(task) do
-    flat[#flat + 1] = f
-    flat[#flat + 1] = v
+-- Publish the whole hash (a flat JSON array of field, value, ...) on the task's channel,
+-- if anyone is listening.
+local function publish(key, channel)
+  if watched(channel) then
+    redis.call(PUBLISH, channel, cjson.encode(redis.call('HGETALL', key)))
   end
-  redis.call(PUBLISH, channel, cjson.encode(flat))
 end
 
--- Write `changes` (field -> string) to a loaded task in one HSET. An observable change
--- also moves lastUpdatedAt forward (never back) and bumps the version; `channel` then
--- gets the new state.
+-- Only the named fields of a task hash, `status` first (nil when the hash is gone): for a
+-- script that needs a few of them, since `commit` reads the whole hash again only when
+-- someone is watching. A field the hash lacks is nil.
+local function load_fields(key, ...)
+  local names = {...}
+  local values = redis.call('HMGET', key, unpack(names))
+  if not values[1] then return nil end
+  local t = {}
+  for i, f in ipairs(names) do
+    if values[i] then t[f] = values[i] end
+  end
+  return t
+end
+
+-- Write `changes` (field -> string) to a loaded task (whole, or the fields `load_fields`
+-- read, `updated` and `ver` among them) in one HSET. An observable change also moves
+-- lastUpdatedAt forward (never back) and bumps the version; `channel` then gets the new
+-- state (`publish`: the whole hash, if anyone is listening).
 local function commit(key, channel, task, changes, observable)
   if observable then
     local now = stamp_ms()
@@ -69,7 +80,7 @@ local function commit(key, channel, task, changes, observable)
     task[f] = v
   end
   redis.call('HSET', key, unpack(args))
-  if channel then publish_task(channel, task) end
+  if channel then publish(key, channel) end
 end
 
 local function is_terminal(s)
@@ -83,14 +94,6 @@ local function touch(key, updated)
   if prev > now then now = prev end
   redis.call('HSET', key, 'updated', string.format('%d', now))
   return redis.call('HINCRBY', key, 'ver', 1)
-end
-
--- Publish the whole hash (a flat JSON array of field, value, ...) on the task's channel,
--- if anyone is listening.
-local function publish(key, channel)
-  if watched(channel) then
-    redis.call(PUBLISH, channel, cjson.encode(redis.call('HGETALL', key)))
-  end
 end
 
 -- TTL (T-52): a task still running when createdAt + ttlMs passes ends failed with this
