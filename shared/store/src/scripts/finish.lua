@@ -9,10 +9,17 @@
 --         when it says the TTL has passed is Redis' clock read (TIME) to confirm — as in
 --         start.lua, so the usual path needs no TIME.
 -- Returns: {'ok'} | {'gone'} | {'terminal', status} | {'fenced'}
--- The usual path: HMGET, HSET, PUBLISH (on one Redis: PUBSUB NUMSUB, and HGETALL and
--- PUBLISH when watched), XACK, XDEL.
+-- The usual path: HGETALL, HSET, PUBLISH, XACK, XDEL; on one Redis HMGET, HSET,
+-- PUBSUB NUMSUB (and HGETALL and PUBLISH when watched), XACK, XDEL.
 STAMP = tonumber(ARGV[9])
-local task = load_fields(KEYS[1], 'status', 'created', 'ttl', 'updated', 'ver', 'fence', 'cancel')
+-- On one Redis (NUMSUB set) the fields checked, the whole state read only if someone is
+-- watching; elsewhere every change is published, and one HGETALL serves both.
+local task
+if NUMSUB then
+  task = load_fields(KEYS[1], 'status', 'created', 'ttl', 'updated', 'ver', 'fence', 'cancel')
+else
+  task = load(KEYS[1])
+end
 if not task then
   ack(KEYS[2], ARGV[2], ARGV[3])
   return {'gone'}

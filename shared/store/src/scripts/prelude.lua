@@ -21,7 +21,7 @@ local function stamp_ms()
 end
 
 -- The whole task hash as a table (nil when it is gone): one HGETALL that serves the
--- checks and the version bump.
+-- checks, the version bump and the published state.
 local function load(key)
   local flat = redis.call('HGETALL', key)
   if #flat == 0 then return nil end
@@ -47,24 +47,41 @@ local function publish(key, channel)
   end
 end
 
--- Only the named fields of a task hash, `status` first (nil when the hash is gone): for a
--- script that needs a few of them, since `commit` reads the whole hash again only when
--- someone is watching. A field the hash lacks is nil.
+-- Marks a table `load_fields` made: some of the task's fields, not all.
+local PARTIAL = {}
+
+-- Only the named fields of a task hash, `status` first (nil when the hash is gone), for a
+-- script that checks a few of them on one Redis, where a change is mostly published to no
+-- one: `commit` then reads the whole hash only when someone is watching. A field the hash
+-- lacks is nil.
 local function load_fields(key, ...)
   local names = {...}
   local values = redis.call('HMGET', key, unpack(names))
   if not values[1] then return nil end
-  local t = {}
+  local t = {[PARTIAL] = true}
   for i, f in ipairs(names) do
     if values[i] then t[f] = values[i] end
   end
   return t
 end
 
+-- Publish a task loaded whole (a flat JSON array of field, value, ...) on its channel, if
+-- anyone is listening.
+local function publish_task(channel, task)
+  if not watched(channel) then return end
+  local flat = {}
+  for f, v in pairs(task) do
+    flat[#flat + 1] = f
+    flat[#flat + 1] = v
+  end
+  redis.call(PUBLISH, channel, cjson.encode(flat))
+end
+
 -- Write `changes` (field -> string) to a loaded task (whole, or the fields `load_fields`
 -- read, `updated` and `ver` among them) in one HSET. An observable change also moves
 -- lastUpdatedAt forward (never back) and bumps the version; `channel` then gets the new
--- state (`publish`: the whole hash, if anyone is listening).
+-- state, if anyone is listening (read again after the HSET when only some fields were
+-- loaded).
 local function commit(key, channel, task, changes, observable)
   if observable then
     local now = stamp_ms()
@@ -80,7 +97,8 @@ local function commit(key, channel, task, changes, observable)
     task[f] = v
   end
   redis.call('HSET', key, unpack(args))
-  if channel then publish(key, channel) end
+  if not channel then return end
+  if task[PARTIAL] then publish(key, channel) else publish_task(channel, task) end
 end
 
 local function is_terminal(s)

@@ -2,8 +2,8 @@
 -- KEYS[1] task hash
 -- ARGV[1] channel  ARGV[2] fence  ARGV[3] message
 -- Returns: {'ok'} | {'gone'} | {'fenced'} | {'terminal'}
--- The usual path: HGETALL, TIME, HSET, PUBLISH (on one Redis: PUBSUB NUMSUB, and HGETALL and
--- PUBLISH when watched).
+-- The usual path: HGETALL, TIME, HSET, PUBLISH (on one Redis: PUBSUB NUMSUB, and PUBLISH
+-- when watched).
 local task = load(KEYS[1])
 if not task then return {'gone'} end
 if is_terminal(task.status) then return {'terminal'} end
