@@ -301,7 +301,8 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
             // What has arrived behind the opening comes in the same read. Given alone, the
             // opening is a partial request head, and hyper then doubles its read buffer to
             // 16 KiB for the rest of the connection (an idle listen stream's largest cost).
-            // Nothing more yet, or an error: the opening now; the next read meets the rest.
+            // Nothing more yet, or an error: the opening alone now, and the next read meets
+            // the rest (or, after an error, the closed socket).
             if buf.remaining() > 0 {
                 let _ = Pin::new(&mut self.io).poll_read(cx, buf);
             }

@@ -10,8 +10,6 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use bytes::Bytes;
 use mcp_tasks_protocol::jsonrpc::{Id, Notification, result_bytes};
 use mcp_tasks_protocol::notifications::{
@@ -22,6 +20,7 @@ use mcp_tasks_protocol::results::ListenResult;
 use mcp_tasks_store::events::{TaskEvent, Watches};
 use mcp_tasks_store::{TaskRecord, is_plausible_task_id};
 use serde::Serialize;
+use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use super::{owner, require_tasks};
