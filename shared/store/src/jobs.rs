@@ -7,6 +7,7 @@ use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::entries::Entry;
 use crate::{JobReader, Store, StoreResult, keys, replies};
 
 /// The stream entry a worker runs: everything the handler needs besides the task hash.
@@ -435,7 +436,7 @@ impl Store {
         let deliveries = reply
             .claimed
             .into_iter()
-            .map(|entry| delivery(queue, stream, entry, false))
+            .map(|entry| delivery(queue, stream, entry.into(), false))
             .collect();
         Ok((deliveries, reply.next_stream_id))
     }
@@ -452,22 +453,17 @@ pub(crate) fn entry_owner(stream_owner: Option<String>, job: Option<&Job>) -> St
         .unwrap_or_else(|| mcp_tasks_protocol::meta::ANONYMOUS_OWNER.to_owned())
 }
 
-pub(crate) fn delivery(
-    queue: &str,
-    stream: &str,
-    entry: redis::streams::StreamId,
-    fresh: bool,
-) -> Delivery {
-    let task_id: String = entry.get("task").unwrap_or_default();
-    let stream_owner: Option<String> = entry.get("owner");
+pub(crate) fn delivery(queue: &str, stream: &str, mut entry: Entry, fresh: bool) -> Delivery {
+    let task_id = entry.take("task").unwrap_or_default();
+    let stream_owner = entry.take("owner");
     let job = entry
-        .get::<String>("job")
+        .take("job")
         .ok_or_else(|| "job entry has no job field".to_owned())
         .and_then(|j| serde_json::from_str(&j).map_err(|e| format!("undecodable job: {e}")));
     let owner = entry_owner(stream_owner, job.as_ref().ok());
-    let queued_ms = entry.get::<String>("queued").and_then(|ms| ms.parse().ok());
+    let queued_ms = entry.take("queued").and_then(|ms| ms.parse().ok());
     let attempt = entry
-        .get::<String>("attempt")
+        .take("attempt")
         .and_then(|n| n.parse().ok())
         .unwrap_or(1);
     Delivery {

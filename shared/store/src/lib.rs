@@ -46,6 +46,7 @@
 
 pub mod console;
 pub mod delayed;
+mod entries;
 pub mod events;
 pub mod forward;
 mod jobs;

@@ -21,11 +21,12 @@ use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
 use redis::AsyncCommands as _;
 use redis::aio::MultiplexedConnection;
-use redis::streams::{StreamReadOptions, StreamReadReply};
+use redis::streams::StreamReadOptions;
 
 use super::{
     Backend, CONNECT_TIMEOUT, Delivery, READ_BLOCK, RESPONSE_TIMEOUT, Store, StoreResult, keys,
 };
+use crate::entries::ReadReply;
 use crate::jobs::delivery;
 
 /// Reads jobs for a worker (see the module docs).
@@ -98,8 +99,7 @@ impl JobReader {
             Inner::Single(con) => {
                 let streams: Vec<String> = queues.iter().map(|q| keys::queue_key(q)).collect();
                 let ids: Vec<&str> = queues.iter().map(|_| ">").collect();
-                let reply: Option<StreamReadReply> =
-                    con.xread_options(&streams, &ids, &opts).await?;
+                let reply: ReadReply = con.xread_options(&streams, &ids, &opts).await?;
                 Ok(deliveries(queues, &streams, reply))
             }
             Inner::Cluster(reader) => reader.read(queues, consumer, count, block_ms).await,
@@ -117,22 +117,17 @@ fn read_options(consumer: &str, count: usize, block_ms: Option<usize>) -> Stream
     }
 }
 
-fn deliveries(
-    queues: &[String],
-    streams: &[String],
-    reply: Option<StreamReadReply>,
-) -> Vec<Delivery> {
+fn deliveries(queues: &[String], streams: &[String], reply: ReadReply) -> Vec<Delivery> {
     let mut out = Vec::new();
-    for stream in reply.map(|r| r.keys).unwrap_or_default() {
-        let Some(i) = streams.iter().position(|s| *s == stream.key) else {
+    for (key, entries) in reply.0 {
+        let Some(i) = streams.iter().position(|s| *s == key) else {
             continue;
         };
         let queue = &queues[i];
         out.extend(
-            stream
-                .ids
+            entries
                 .into_iter()
-                .map(|entry| delivery(queue, &stream.key, entry, true)),
+                .map(|entry| delivery(queue, &key, entry, true)),
         );
     }
     out
@@ -355,7 +350,7 @@ impl ShardReader {
             let Some(con) = self.con.as_mut() else {
                 continue;
             };
-            let reply: redis::RedisResult<Option<StreamReadReply>> =
+            let reply: redis::RedisResult<ReadReply> =
                 con.con.xread_options(&streams, &ids, &opts).await;
             match reply {
                 Ok(reply) => return Ok(deliveries(queues, &streams, reply)),
