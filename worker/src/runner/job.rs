@@ -43,11 +43,11 @@ impl Runner {
             .strikes
             .running(&d.task_id, &d.owner, &job.tool, &job.args);
         // A concurrency limit: a slot first, or wait (parked, this worker's slot freed).
-        let Some(_limit_slot) = self.limit_slot(&d, &job).await else {
+        let Some(_limit_slot) = self.limit_slot(&d, job).await else {
             return;
         };
         // `_live` lasts until the outcome is written, as the job's slot does.
-        let Some((fence, outcome, _live)) = self.run(&d, &job, tool.as_ref(), slot, parked).await
+        let Some((fence, outcome, _live)) = self.run(&d, job, tool.as_ref(), slot, parked).await
         else {
             return;
         };
@@ -74,10 +74,10 @@ impl Runner {
     /// The job and the tool that runs it; `None` when either is missing, after failing
     /// the task. It is started first, so the usual checks (cancelled, expired, too many
     /// runs) apply before it fails.
-    async fn resolve(&self, d: &Delivery) -> Option<(Job, Arc<dyn Tool>)> {
+    async fn resolve<'d>(&self, d: &'d Delivery) -> Option<(&'d Job, Arc<dyn Tool>)> {
         let why = match &d.job {
             Ok(job) => match self.tools.get(&job.tool) {
-                Some(tool) => return Some((job.clone(), tool.clone())),
+                Some(tool) => return Some((job, tool.clone())),
                 None => format!("no worker here runs tool {}", job.tool),
             },
             Err(why) => format!("job could not be read: {why}"),

@@ -333,7 +333,9 @@ impl Runner {
         let this = self.clone();
         let handle = self
             .tracker
-            .spawn(async move { this.run_job(d, slot, parked).await }.instrument(span));
+            // Boxed: a run's future is large, and a task moves its future (and its output
+            // over it) by value when spawned and when it ends.
+            .spawn(Box::pin(this.run_job(d, slot, parked)).instrument(span));
         self.claims
             .set_abort(&stream, &entry, handle.abort_handle());
     }
