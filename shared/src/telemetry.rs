@@ -222,10 +222,10 @@ pub fn init(service: &'static str) -> Result<Telemetry, String> {
                     .with_default(LevelFilter::INFO)
                     .with_target("mcp_tasks_store", LevelFilter::DEBUG),
             )
+            .boxed()
     });
     if tracing_subscriber::registry()
-        .with(fmt)
-        .with(otel)
+        .with(layers(fmt, otel))
         .try_init()
         .is_ok()
     {
@@ -290,6 +290,17 @@ where
             access || !meta.is_span() || !PER_CALL_SPANS.contains(&meta.name())
         })),
     )
+}
+
+/// A layer of the process' subscriber.
+type BoxedLayer = Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>;
+
+/// The subscriber's layers: the log lines, and the exporter's spans where one is set. An
+/// absent exporter is left out rather than added as a `None` layer: a `None` layer says
+/// every callsite interests it, and then every span of every level (a `store` span per
+/// Redis call, a `job` span per run) is built although no layer records it.
+fn layers(fmt: BoxedLayer, otel: Option<BoxedLayer>) -> Vec<BoxedLayer> {
+    std::iter::once(fmt).chain(otel).collect()
 }
 
 /// The store's reports as metrics.
@@ -434,24 +445,31 @@ mod tests {
         );
     }
 
-    /// Without the access log and without an exporter, a request's span is not built (a
-    /// long-lived `listen` span is); with it, log lines carry the request span again.
+    /// Without the access log and without an exporter, a request's or a job's span is not
+    /// built, nor a `store` span (debug) (a long-lived `listen` span is); with the access
+    /// log, log lines carry the request span again. The layers are those [`init`] installs.
     #[test]
     fn per_call_spans_are_built_only_for_the_access_log() {
         use tracing_subscriber::Layer as _;
         use tracing_subscriber::layer::SubscriberExt as _;
         let built = |access: Option<&str>, name: &str| {
             let layer = tracing_subscriber::fmt::layer()
-                .with_filter(super::fmt_filter(None, access).unwrap());
-            let subscriber = tracing_subscriber::registry().with(layer);
+                .with_filter(super::fmt_filter(None, access).unwrap())
+                .boxed();
+            let subscriber = tracing_subscriber::registry().with(super::layers(layer, None));
             tracing::subscriber::with_default(subscriber, || match name {
                 "request" => !tracing::info_span!("request", rpc.id = 1).is_disabled(),
+                "job" => !tracing::info_span!("job", task.id = 1).is_disabled(),
+                "store" => !tracing::debug_span!("store", store.op = "finish").is_disabled(),
                 _ => !tracing::info_span!("listen", rpc.id = 1).is_disabled(),
             })
         };
         assert!(!built(None, "request"));
+        assert!(!built(None, "job"));
+        assert!(!built(None, "store"));
         assert!(built(None, "listen"));
         assert!(built(Some("on"), "request"));
+        assert!(built(Some("on"), "job"));
     }
 
     /// Through the real formatter: an event whose message and fields carry a forged line
