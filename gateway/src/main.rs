@@ -5,6 +5,10 @@ use std::process::ExitCode;
 use mcp_tasks_shared::config::GatewayConfig;
 use mcp_tasks_shared::{shutdown, telemetry};
 
+// Small blocks from mimalloc, large ones from glibc's allocator: see `mcp_tasks_alloc`.
+#[global_allocator]
+static GLOBAL: mcp_tasks_alloc::Split = mcp_tasks_alloc::Split;
+
 fn main() -> ExitCode {
     let config = match GatewayConfig::from_env() {
         Ok(c) => c,
