@@ -217,11 +217,7 @@ pub fn init(service: &'static str) -> Result<Telemetry, String> {
     let otel = tracer.as_ref().map(|provider| {
         tracing_opentelemetry::layer()
             .with_tracer(provider.tracer("mcp-tasks"))
-            .with_filter(
-                Targets::new()
-                    .with_default(LevelFilter::INFO)
-                    .with_target("mcp_tasks_store", LevelFilter::DEBUG),
-            )
+            .with_filter(export_filter())
             .boxed()
     });
     if tracing_subscriber::registry()
@@ -290,6 +286,13 @@ where
             access || !meta.is_span() || !PER_CALL_SPANS.contains(&meta.name())
         })),
     )
+}
+
+/// What the exporter's layer takes: `info` and up, and the store's `debug` spans.
+fn export_filter() -> Targets {
+    Targets::new()
+        .with_default(LevelFilter::INFO)
+        .with_target("mcp_tasks_store", LevelFilter::DEBUG)
 }
 
 /// A layer of the process' subscriber.
@@ -470,6 +473,55 @@ mod tests {
         assert!(built(None, "listen"));
         assert!(built(Some("on"), "request"));
         assert!(built(Some("on"), "job"));
+    }
+
+    /// With an exporter, its layer still gets every span its own filter takes (the
+    /// store's `debug` spans too, which the log lines leave out), and the log lines their
+    /// events: each layer keeps its own filter in the list [`init`] installs.
+    #[test]
+    fn an_exporter_gets_its_spans_beside_the_log_lines() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tracing_subscriber::Layer as _;
+        use tracing_subscriber::layer::SubscriberExt as _;
+
+        #[derive(Clone, Default)]
+        struct Count(Arc<AtomicUsize>);
+        impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Count {
+            fn on_new_span(
+                &self,
+                _: &tracing::span::Attributes<'_>,
+                _: &tracing::span::Id,
+                _: tracing_subscriber::layer::Context<'_, S>,
+            ) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let spans = Count::default();
+        let buf = Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+        let writer = {
+            let buf = buf.clone();
+            move || Sink(buf.clone())
+        };
+        let fmt = tracing_subscriber::fmt::layer()
+            .with_writer(writer)
+            .with_ansi(false)
+            .with_filter(super::fmt_filter(None, None).unwrap())
+            .boxed();
+        let otel = spans.clone().with_filter(super::export_filter()).boxed();
+        let subscriber = tracing_subscriber::registry().with(super::layers(fmt, Some(otel)));
+        tracing::subscriber::with_default(subscriber, || {
+            let _request = tracing::info_span!("request", rpc.id = 1).entered();
+            let _store = tracing::debug_span!(target: "mcp_tasks_store", "store").entered();
+            tracing::debug!("not a log line at the default level");
+            tracing::info!("a log line");
+        });
+        assert_eq!(spans.0.load(Ordering::Relaxed), 2);
+        let text = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(text.contains("a log line"), "{text}");
+        // The log line carries no per-call span without the access log.
+        assert!(!text.contains("request"), "{text}");
     }
 
     /// Through the real formatter: an event whose message and fields carry a forged line
