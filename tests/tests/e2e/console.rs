@@ -361,8 +361,10 @@ async fn console_events_signal_real_changes_only() -> Result<()> {
     let _worker = Worker::start(&redis.url(), &[])?;
     let client = gateway.client();
     client.wait_for_tool("sleep").await?;
-    // Settled: one task ran (the queue, its group and the worker's consumer exist), and
-    // both processes' tallies counted it.
+    // Settled: one task ran (the queue, its group and the worker's consumer exist), both
+    // processes' tallies counted it, and the console remembers it. A refresh absorbs the
+    // tallies and signals before it reads the tasks they name, and signals again once it
+    // has: on a loaded machine the counts show well before the task does.
     let id = client.start_task("sleep", json!({"ms": 0})).await?;
     client.wait_status(&id, "completed", WITHIN).await?;
     poll_until(WITHIN, || async {
@@ -370,6 +372,16 @@ async fn console_events_signal_real_changes_only() -> Result<()> {
         let counts = &q["last_15m"]["counts"];
         if counts["created"] != 1 || counts["completed"] != 1 {
             bail!("not counted yet: {counts}");
+        }
+        let tasks = get(&client, "/console/api/tasks?tool=sleep")
+            .await?
+            .json()?;
+        let remembered = tasks["tasks"].as_array().is_some_and(|t| {
+            t.iter()
+                .any(|t| t["id"] == id.as_str() && t["status"] == "completed")
+        });
+        if !remembered {
+            bail!("not remembered yet: {tasks}");
         }
         Ok(())
     })
