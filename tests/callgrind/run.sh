@@ -14,11 +14,19 @@
 # `callgrind_annotate`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-which=${1:?usage: run.sh gateway|worker [BIN_DIR] [N] [CLIENTS]}
+if [ $# -lt 1 ]; then
+  echo "usage: tests/callgrind/run.sh gateway|worker [BIN_DIR] [N] [CLIENTS]" >&2
+  exit 64
+fi
+which=$1
 bin=${2:-target/release}
 n=${3:-1000}
 clients=${4:-8}
 case "$which" in gateway | worker) ;; *) echo "run.sh: measure gateway or worker, not $which" >&2; exit 64 ;; esac
+if ! [[ "$n" =~ ^[1-9][0-9]*$ && "$clients" =~ ^[1-9][0-9]*$ ]] || ((n % clients != 0)); then
+  echo "run.sh: N ($n) must be a positive multiple of CLIENTS ($clients)" >&2
+  exit 64
+fi
 for tool in valgrind callgrind_control redis-server python3; do
   command -v "$tool" >/dev/null || { echo "run.sh: $tool is not installed" >&2; exit 69; }
 done
