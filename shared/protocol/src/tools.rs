@@ -80,6 +80,39 @@ impl CallToolResult {
         self
     }
 
+    /// This result as JSON with the server's identity in `_meta`: the same text as
+    /// `serde_json::to_string(&self.with_server_info())`, but when the tool set no `_meta`
+    /// of its own, written as it serializes rather than built as a `Value` first (a
+    /// worker does this once per job).
+    ///
+    /// # Errors
+    /// A member that cannot be serialized as JSON.
+    pub fn to_json_with_server_info(self) -> serde_json::Result<String> {
+        if self.meta.is_some() {
+            return serde_json::to_string(&self.with_server_info());
+        }
+        /// `CallToolResult`'s members in its order, `_meta` the server's.
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Stamped<'a> {
+            result_type: &'a str,
+            content: &'a [Value],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            structured_content: Option<&'a Value>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            is_error: Option<bool>,
+            #[serde(rename = "_meta")]
+            meta: super::meta::ServerMeta,
+        }
+        serde_json::to_string(&Stamped {
+            result_type: &self.result_type,
+            content: &self.content,
+            structured_content: self.structured_content.as_ref(),
+            is_error: self.is_error,
+            meta: super::meta::ServerMeta,
+        })
+    }
+
     /// Attach structured content and mirror it as a text block (B-30 SHOULD).
     pub fn with_structured(mut self, value: Value) -> Self {
         self.content.push(text_block(value.to_string()));
@@ -96,6 +129,26 @@ pub fn text_block(text: impl Into<String>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The direct writing gives the text the `Value` path gives, with or without the
+    /// tool's own `_meta`, structured content or an error flag.
+    #[test]
+    fn a_stamped_result_reads_as_with_server_info_writes_it() {
+        let results = [
+            CallToolResult::text("done"),
+            CallToolResult::error_text("bad \"quote\" \u{1}"),
+            CallToolResult::text("x").with_structured(json!({"b": 1, "a": [true, null]})),
+            CallToolResult {
+                meta: Some(json!({"mine": 1})),
+                ..CallToolResult::text("with meta")
+            },
+        ];
+        for r in results {
+            let direct = r.clone().to_json_with_server_info().unwrap();
+            let built = serde_json::to_string(&r.with_server_info()).unwrap();
+            assert_eq!(direct, built);
+        }
+    }
 
     #[test]
     fn tool_extra_members_pass_through() {

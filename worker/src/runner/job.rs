@@ -252,7 +252,7 @@ impl Runner {
 
     /// A tool's result as stored, or the failure when it is too large or cannot be encoded.
     fn encoded(&self, result: CallToolResult) -> Finish {
-        match serde_json::to_string(&result.with_server_info()) {
+        match result.to_json_with_server_info() {
             // Not stored: a result this large would fill Redis and every reader.
             Ok(json) if json.len() > self.max_result_bytes => failed(ErrorObject::new(
                 INTERNAL_ERROR,
