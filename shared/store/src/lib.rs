@@ -215,6 +215,17 @@ pub(crate) enum Backend {
     Sentinel(sentinel::Primary),
 }
 
+/// The scripts for `backend`. A change is published only when its channel has
+/// subscribers on one Redis with no `WAIT` replicas (`waits_for_replicas` false): where
+/// Redis can fail over (Sentinel, a cluster, one URL with replicas to wait for), a
+/// subscriber can be on a replica, which the primary's count leaves out
+/// (`scripts::Scripts::load`).
+fn scripts_for(backend: &Backend, waits_for_replicas: bool) -> std::sync::Arc<scripts::Scripts> {
+    let cluster = matches!(backend, Backend::Cluster { .. });
+    let gated = matches!(backend, Backend::Single(_)) && !waits_for_replicas;
+    std::sync::Arc::new(scripts::Scripts::load(cluster, gated))
+}
+
 impl Backend {
     /// Promotions announced so far (Sentinel; always 0 otherwise): a connection made
     /// when this was lower may lead to a former primary.
@@ -283,22 +294,24 @@ impl Store {
                 let primary = sentinel::Primary::new(&target)?;
                 primary.watch_switches();
                 let con = sentinel::FollowingCon::connect(primary.clone(), config).await?;
+                let backend = Backend::Sentinel(primary);
                 Ok(Store {
-                    backend: Backend::Sentinel(primary),
+                    scripts: scripts_for(&backend, false),
+                    backend,
                     con: Con::Sentinel(con),
                     acked: None,
-                    scripts: std::sync::Arc::new(scripts::Scripts::load(false, false)),
                     layout: keys::Layout::Standalone,
                 })
             }
             RedisTarget::Single(url) => {
                 let client = redis::Client::open(url.as_str())?;
                 let con = ConnectionManager::new_with_config(client.clone(), config).await?;
+                let backend = Backend::Single(client);
                 Ok(Store {
-                    backend: Backend::Single(client),
+                    scripts: scripts_for(&backend, false),
+                    backend,
                     con: Con::Single(con),
                     acked: None,
-                    scripts: std::sync::Arc::new(scripts::Scripts::load(false, true)),
                     layout: keys::Layout::Standalone,
                 })
             }
@@ -312,11 +325,12 @@ impl Store {
                     .response_timeout(RESPONSE_TIMEOUT)
                     .build()?;
                 let con = client.get_async_connection().await?;
+                let backend = Backend::Cluster { seeds };
                 Ok(Store {
-                    backend: Backend::Cluster { seeds },
+                    scripts: scripts_for(&backend, false),
+                    backend,
                     con: Con::Cluster(con),
                     acked: None,
-                    scripts: std::sync::Arc::new(scripts::Scripts::load(true, false)),
                     layout: keys::Layout::cluster(shards),
                 })
             }
@@ -330,15 +344,10 @@ impl Store {
     /// # Errors
     /// The cluster's seed nodes do not make a client.
     pub fn with_replication(mut self, replication: Replication) -> StoreResult<Store> {
+        self.scripts = scripts_for(&self.backend, replication.replicas > 0);
         self.acked = if replication.replicas == 0 {
             None
         } else {
-            // A Redis with replicas to wait for can fail over behind its URL, and a
-            // subscription can outlive the switch on the former primary, now a replica:
-            // publish every change, as behind Sentinel (`scripts::Scripts::load`).
-            if matches!(self.backend, Backend::Single(_)) {
-                self.scripts = std::sync::Arc::new(scripts::Scripts::load(false, false));
-            }
             Some(replication::Acked::new(self.backend.clone(), replication)?)
         };
         Ok(self)
