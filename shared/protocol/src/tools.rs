@@ -91,24 +91,16 @@ impl CallToolResult {
         if self.meta.is_some() {
             return serde_json::to_string(&self.with_server_info());
         }
-        /// `CallToolResult`'s members in its order, `_meta` the server's.
+        /// The result's own members (its `_meta` absent), then the server's `_meta`.
         #[derive(Serialize)]
-        #[serde(rename_all = "camelCase")]
         struct Stamped<'a> {
-            result_type: &'a str,
-            content: &'a [Value],
-            #[serde(skip_serializing_if = "Option::is_none")]
-            structured_content: Option<&'a Value>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            is_error: Option<bool>,
+            #[serde(flatten)]
+            result: &'a CallToolResult,
             #[serde(rename = "_meta")]
             meta: super::meta::ServerMeta,
         }
         serde_json::to_string(&Stamped {
-            result_type: &self.result_type,
-            content: &self.content,
-            structured_content: self.structured_content.as_ref(),
-            is_error: self.is_error,
+            result: &self,
             meta: super::meta::ServerMeta,
         })
     }
