@@ -58,6 +58,11 @@ pub struct Delivery {
 }
 
 impl Delivery {
+    /// The job's tool, or `unknown` for a job that could not be read.
+    pub fn tool(&self) -> &str {
+        self.job.as_ref().map_or("unknown", |j| j.tool.as_str())
+    }
+
     /// When the job was first queued (ms since the epoch, Redis' clock).
     pub fn queued_at(&self) -> Option<i64> {
         self.queued_ms.or_else(|| {

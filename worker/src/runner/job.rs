@@ -12,6 +12,7 @@ use mcp_tasks_store::events::{EventHub, TaskEvent, Watch};
 use mcp_tasks_store::record::EXPIRED;
 use mcp_tasks_store::stored::{self, Stored};
 use mcp_tasks_store::{Delivery, Finish, Job, Start, Store, TaskRecord, Write};
+use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -27,7 +28,7 @@ impl Runner {
     /// ([`Runner::settle`]).
     pub(super) async fn run_job(
         self: Arc<Self>,
-        d: Delivery,
+        mut d: Delivery,
         slot: share::Slot,
         parked: Arc<AtomicBool>,
     ) {
@@ -35,25 +36,25 @@ impl Runner {
         let started = Instant::now();
         let _running = Running::start(&d.queue);
         record_queue_wait(&d);
-        let Some((job, tool)) = self.resolve(&d).await else {
+        let Some((tool, inputs)) = self.resolve(&mut d).await else {
             return;
         };
-        tracing::Span::current().record("tool.name", job.tool.as_str());
+        tracing::Span::current().record("tool.name", d.tool());
         let _struck_by = self
             .strikes
-            .running(&d.task_id, &d.owner, &job.tool, &job.args);
+            .running(&d.task_id, &d.owner, d.tool(), &inputs.args);
         // A concurrency limit: a slot first, or wait (parked, this worker's slot freed).
-        let Some(_limit_slot) = self.limit_slot(&d, job).await else {
+        let Some(_limit_slot) = self.limit_slot(&d, &inputs.args).await else {
             return;
         };
         // `_live` lasts until the outcome is written, as the job's slot does.
-        let Some((fence, outcome, _live)) = self.run(&d, job, tool.as_ref(), slot, parked).await
+        let Some((fence, outcome, _live)) = self.run(&d, inputs, tool.as_ref(), slot, parked).await
         else {
             return;
         };
         let outcome = match outcome {
             Err(ToolError::Retryable(retry)) => {
-                match self.try_again(&d, fence, &job.tool, *retry).await {
+                match self.try_again(&d, fence, d.tool(), *retry).await {
                     Some(last) => last,
                     None => return,
                 }
@@ -71,13 +72,15 @@ impl Runner {
         );
     }
 
-    /// The job and the tool that runs it; `None` when either is missing, after failing
-    /// the task. It is started first, so the usual checks (cancelled, expired, too many
-    /// runs) apply before it fails.
-    async fn resolve<'d>(&self, d: &'d Delivery) -> Option<(&'d Job, Arc<dyn Tool>)> {
-        let why = match &d.job {
+    /// The tool that runs the job and what the run consumes of it (moved out of the
+    /// delivery, not copied: the rest of the job's life reads only its tool's name);
+    /// `None` when the job or its tool is missing, after failing the task. It is started
+    /// first, so the usual checks (cancelled, expired, too many runs) apply before it
+    /// fails.
+    async fn resolve(&self, d: &mut Delivery) -> Option<(Arc<dyn Tool>, Inputs)> {
+        let why = match &mut d.job {
             Ok(job) => match self.tools.get(&job.tool) {
-                Some(tool) => return Some((job, tool.clone())),
+                Some(tool) => return Some((tool.clone(), Inputs::take(job))),
                 None => format!("no worker here runs tool {}", job.tool),
             },
             Err(why) => format!("job could not be read: {why}"),
@@ -100,7 +103,7 @@ impl Runner {
     async fn run(
         &self,
         d: &Delivery,
-        job: &Job,
+        inputs: Inputs,
         tool: &dyn Tool,
         slot: share::Slot,
         parked: Arc<AtomicBool>,
@@ -113,8 +116,8 @@ impl Runner {
             store: self.store.clone(),
             task_id: d.task_id.clone(),
             fence,
-            caps: job.caps.clone(),
-            pre: job.pre.clone(),
+            caps: inputs.caps,
+            pre: inputs.pre,
             latest: latest_rx.clone(),
             stop: stop.clone(),
             slot,
@@ -124,7 +127,7 @@ impl Runner {
             owner: d.owner.clone(),
             max_inputs: self.max_input_requests,
         });
-        let mut call = tool.call(ctx, job.args.clone());
+        let mut call = tool.call(ctx, inputs.args);
         // Moved to the end of its queue (fair share): as old as when it was first queued.
         // A job back from a retry's wait has a fence already: it starts first.
         let young = d.attempt == 1 && d.queued_at().is_some_and(|c| now_millis() - c <= YOUNG_MS);
@@ -273,16 +276,16 @@ impl Runner {
     /// The fleet-wide slot a limited tool's run needs: `Some` to run (holding the slot, if
     /// any, until dropped), `None` when the job waits (parked in its delayed set) or Redis is
     /// away (left pending: the sweep brings it back).
-    async fn limit_slot(&self, d: &Delivery, job: &Job) -> Option<Option<LimitSlot>> {
-        let Some(limits) = self.limits.get(&job.tool) else {
+    async fn limit_slot(&self, d: &Delivery, args: &Value) -> Option<Option<LimitSlot>> {
+        let Some(limits) = self.limits.get(d.tool()) else {
             return Some(None);
         };
-        let value = limits.key.as_ref().map(|arg| match job.args.get(arg) {
-            Some(serde_json::Value::String(s)) => s.clone(),
+        let value = limits.key.as_ref().map(|arg| match args.get(arg) {
+            Some(Value::String(s)) => s.clone(),
             Some(other) => other.to_string(),
             None => String::new(),
         });
-        let limit = mcp_tasks_store::keys::limit_name(&job.tool, value.as_deref());
+        let limit = mcp_tasks_store::keys::limit_name(d.tool(), value.as_deref());
         // The rate first: a start it counts is kept (a delivery again counts once).
         if let Some(rate) = limits.rate {
             match self
@@ -519,8 +522,7 @@ fn record_finish(d: &Delivery, finish: &Finish) {
         Finish::Failed { .. } => "failed",
         Finish::Cancelled => "cancelled",
     };
-    let tool = d.job.as_ref().map_or("unknown", |j| j.tool.as_str());
-    let attrs = metrics::finish_attrs(tool, status);
+    let attrs = metrics::finish_attrs(d.tool(), status);
     let m = metrics::get();
     m.tasks_finished.add(1, &attrs);
     let run_ms = entry_millis(&d.entry).map(|created| (now_millis() - created).max(0) as u64);
@@ -528,6 +530,26 @@ fn record_finish(d: &Delivery, finish: &Finish) {
         m.task_duration.record(ms as f64 / 1000.0, &attrs);
     }
     mcp_tasks_shared::tally::finished(status, &d.queue, run_ms);
+}
+
+/// What a run consumes of its job: its arguments, the call's client capabilities and its
+/// MRTR answers, moved out of the delivery rather than deep-copied per run.
+struct Inputs {
+    args: Value,
+    caps: Value,
+    pre: serde_json::Map<String, Value>,
+}
+
+impl Inputs {
+    /// Take them out of `job`, which keeps its tool's name (all a run reads of it later:
+    /// a retry or a release requeues the stream entry, not this copy).
+    fn take(job: &mut Job) -> Inputs {
+        Inputs {
+            args: std::mem::take(&mut job.args),
+            caps: std::mem::take(&mut job.caps),
+            pre: std::mem::take(&mut job.pre),
+        }
+    }
 }
 
 /// Counts a job as running while alive.
