@@ -1,24 +1,8 @@
--- Shared by every script (prepended by store::scripts, after a line setting PUBLISH to
--- 'PUBLISH', or 'SPUBLISH' in Redis Cluster, where a task's channel is a shard channel in
--- the slot of its hash; and NUMSUB to 'NUMSUB' on one Redis, else nil). Task hash fields:
+-- A task hash and its channel (needs clock.lua). PUBLISH is 'PUBLISH', or 'SPUBLISH' in
+-- Redis Cluster, where a task's channel is a shard channel in the slot of its hash; NUMSUB
+-- is 'NUMSUB' on one Redis, else nil. Task hash fields:
 --   status msg created updated ttl poll ver owner tool queue result error
 --   cancel fence worker pending in:<key> ans:<key>
--- Redis' clock in ms, read once per script (TIME is a command like any other).
-local NOW = nil
-local function now_ms()
-  if not NOW then
-    local t = redis.call('TIME')
-    NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  return NOW
-end
-
--- A caller's clock (ms) for timestamps, when the script was given one: a worker's clock
--- stamps lastUpdatedAt without a TIME command. TTL decisions still read Redis' clock.
-local STAMP = nil
-local function stamp_ms()
-  return STAMP or now_ms()
-end
 
 -- The whole task hash as a table (nil when it is gone): one HGETALL that serves the
 -- checks, the version bump and the published state.
@@ -135,60 +119,8 @@ local function expire(key, channel, created, ttl, updated)
   publish(key, channel)
 end
 
--- A stream entry's fields (`src`, flat) copied to be queued again (defer.lua, hold.lua,
--- retry.lua): without field `drop` (nil for none), and with 'queued' (when it was first
--- queued, ms: the first entry id's time) added when absent, so it keeps its place in time.
-local function requeue_fields(src, entry_id, drop)
-  local fields, queued = {}, false
-  for i = 1, #src, 2 do
-    if src[i] ~= drop then
-      fields[#fields + 1] = src[i]
-      fields[#fields + 1] = src[i + 1]
-    end
-    if src[i] == 'queued' then queued = true end
-  end
-  if not queued then
-    fields[#fields + 1] = 'queued'
-    fields[#fields + 1] = string.match(entry_id, '^(%d+)')
-  end
-  return fields
-end
-
+-- Acknowledge and delete a job's stream entry: its task is done with it.
 local function ack(stream, group, entry)
   redis.call('XACK', stream, group, entry)
   redis.call('XDEL', stream, entry)
-end
-
--- An owner's limits (create.lua, and limits.lua in Redis Cluster): `rate_key` counts the
--- tasks created this minute, `active_key` holds the unfinished ones scored by when they
--- expire. 0 means no limit. `limit_refused` returns 'rate' or 'active' when a new task
--- would exceed one (refused attempts are not counted), else nil.
-local function limit_refused(rate_key, active_key, rate, active)
-  if rate > 0 and tonumber(redis.call('GET', rate_key) or '0') >= rate then
-    return 'rate'
-  end
-  if active > 0 then
-    redis.call('ZREMRANGEBYSCORE', active_key, '-inf', now_ms())
-    if redis.call('ZCARD', active_key) >= active then return 'active' end
-  end
-  return nil
-end
-
--- Count task `id` (lifetime `ttl` ms, '' = none, from `now` ms) against the limits.
-local function limit_count(rate_key, active_key, rate, active, id, ttl, now)
-  if rate > 0 and redis.call('INCR', rate_key) == 1 then
-    redis.call('PEXPIRE', rate_key, 61000)
-  end
-  if active > 0 then
-    if ttl == '' then
-      redis.call('ZADD', active_key, '+inf', id)
-      redis.call('PERSIST', active_key)
-    else
-      redis.call('ZADD', active_key, now + tonumber(ttl), id)
-      local left = redis.call('PTTL', active_key)
-      if left >= 0 and left < tonumber(ttl) then
-        redis.call('PEXPIRE', active_key, tonumber(ttl))
-      end
-    end
-  end
 end
