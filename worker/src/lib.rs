@@ -294,8 +294,11 @@ pub async fn run_serving(
     // On a runtime thread rather than the caller's (`block_on`'s) own: a job the loop spawns
     // then goes to that thread's next slot instead of waking another thread for it, and a
     // reply reaches the loop without waking the caller's thread (about one futex wake and a
-    // context switch less per job).
-    if let Err(e) = tokio::spawn(runner.clone().read_loop(shutdown)).await
+    // context switch less per job). Dropping this future still stops the loop.
+    let read_loop = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
+        tracing::Instrument::in_current_span(runner.clone().read_loop(shutdown)),
+    ));
+    if let Err(e) = read_loop.await
         && e.is_panic()
     {
         std::panic::resume_unwind(e.into_panic());

@@ -45,7 +45,8 @@ pub struct Delivery {
     pub task_id: String,
     /// The task's owner digest (part of its key).
     pub owner: String,
-    /// The job, or why it could not be decoded.
+    /// The job, or why it could not be decoded. A worker's run takes its `args`, `caps`
+    /// and `pre` out of it (they are `Null` and empty afterwards); the tool's name stays.
     pub job: Result<Job, String>,
     /// Delivered for the first time (read as new), not reclaimed from another worker.
     pub fresh: bool,
