@@ -139,10 +139,10 @@ pub const EXPIRED_RETENTION_MS: u64 = 60_000;
 pub fn new_task_id() -> String {
     use base64::Engine as _;
     let raw = uuid::Uuid::new_v4();
-    format!(
-        "tsk_{}",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw.as_bytes())
-    )
+    let mut id = String::with_capacity(26);
+    id.push_str("tsk_");
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode_string(raw.as_bytes(), &mut id);
+    id
 }
 
 /// Whether `id` could be a task id of this server: header-safe characters, bounded length.
