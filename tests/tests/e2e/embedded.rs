@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use mcp_tasks_shared::config::WorkerConfig;
-use mcp_tasks_store::{Created, Job, NewTask, OwnerLimits, Store, keys, new_task_id};
+use mcp_tasks_store::{Created, Job, NewTask, OwnerLimits, Store, new_task_id};
 use mcp_tasks_tests::{RedisServer, poll_until};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -68,12 +68,14 @@ async fn a_dropped_worker_future_takes_no_more_jobs() -> Result<()> {
     };
     let second = queue_sleep(&store).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
+    // Not run. A stream read already blocked in Redis when the future was dropped may still
+    // claim the job for this consumer before Redis sees its connection close; the job then
+    // waits, pending, for its lease to lapse and another worker's sweep, as after a crash.
     let status = redis.task_field(&second, "status")?;
-    let pending = redis.cli(&["XPENDING", &keys::queue_key("default"), keys::GROUP])?;
     ensure!(
-        status == "working" && pending.lines().next() == Some("0"),
-        "a job queued after the worker's future was dropped was taken (first {first}, \
-         second {second}: status {status}, pending {pending:?})"
+        status == "working",
+        "a job queued after the worker's future was dropped was run (first {first}, \
+         second {second}: status {status})"
     );
     shutdown.cancel();
     Ok(())
