@@ -3,6 +3,9 @@
 //! headers (B-20, B-21, T-40, T-41), in the order base-protocol.md §7.5 suggests, and the
 //! method's typed params.
 
+use std::borrow::Cow;
+use std::fmt;
+
 use mcp_tasks_protocol::PROTOCOL_VERSION;
 use mcp_tasks_protocol::jsonrpc::Id;
 use mcp_tasks_protocol::legacy::InitializeParams;
@@ -12,7 +15,11 @@ use mcp_tasks_protocol::params::{
     self, CallToolParams, CancelTaskParams, GetPromptParams, GetTaskParams, ListPageParams,
     ListToolsParams, ListenParams, META, Member, ReadResourceParams, UpdateTaskParams,
 };
-use serde::de::DeserializeOwned;
+use serde::de::{
+    Deserialize, DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
+    Visitor,
+};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::DispatchError;
@@ -42,7 +49,8 @@ pub(crate) struct Request {
     pub(crate) id: Id,
     /// The method.
     pub(crate) method: Method,
-    /// `params._meta` (an object; checked by [`parse`] on 2026-07-28 requests).
+    /// `params._meta`: on 2026-07-28 requests only the members read later
+    /// (`clientCapabilities`, checked to be an object by [`parse`], and `traceparent`).
     pub(crate) meta: Map<String, Value>,
     /// The caller's owner digest; empty until `http.rs` authenticated the request.
     pub(crate) owner: String,
@@ -141,62 +149,240 @@ impl Params {
 /// An error together with the request id, when it could be read.
 pub(crate) type Rejection = (Option<Id>, DispatchError);
 
+/// The body in one pass: the members of the request object, of its `params` and of their
+/// `_meta`, each with the raw text of its value. Nothing inside a member's value is built
+/// until it is read, so what a request carries and the gateway never reads (`clientInfo`,
+/// unknown `_meta` keys) costs a scan, not a tree of maps: building the whole body as a
+/// `Value` was a fifth of the gateway's instructions per request.
+enum Top<'a> {
+    Object(Members<'a>),
+    Array,
+    Other,
+}
+
+/// An object's members in order, each name unescaped. A repeated name keeps its last value
+/// on lookup, as `Value` parsing does.
+struct Members<'a>(Vec<(Cow<'a, str>, Slot<'a>)>);
+
+/// A member's value: its raw text, or for the nested member on the way to `_meta` (see
+/// [`Nest`]) its own members, or that it was not an object.
+enum Slot<'a> {
+    Raw(&'a RawValue),
+    Object(Members<'a>),
+    NotObject,
+}
+
+impl<'a> Members<'a> {
+    fn slot(&self, name: &str) -> Option<&Slot<'a>> {
+        self.0.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
+
+    /// A member's raw value.
+    fn raw(&self, name: &str) -> Option<&'a RawValue> {
+        match self.slot(name) {
+            Some(Slot::Raw(raw)) => Some(raw),
+            _ => None,
+        }
+    }
+
+    /// A member's value, built (`None`: not sent).
+    fn value(&self, name: &str) -> Result<Option<Value>, DispatchError> {
+        self.raw(name).map(value).transpose()
+    }
+
+    /// A member's value, built, but a string without escapes (`"2.0"`, a method, a
+    /// version) is borrowed as it stands in the body.
+    fn text(&self, name: &str) -> Result<Option<Text<'a>>, DispatchError> {
+        let Some(raw) = self.raw(name) else {
+            return Ok(None);
+        };
+        let s = raw.get();
+        // A scanned JSON string has no raw control characters: without a backslash, what
+        // lies between its quotes is the string.
+        Ok(Some(
+            match s.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
+                Some(plain) if !plain.contains('\\') => Text::Str(Cow::Borrowed(plain)),
+                _ => match value(raw)? {
+                    Value::String(s) => Text::Str(Cow::Owned(s)),
+                    _ => Text::NotStr,
+                },
+            },
+        ))
+    }
+
+    /// The members but `_meta`, built, as a map (a repeated name keeps its first place and
+    /// last value, as `Value` parsing does).
+    fn into_params(self) -> Result<Map<String, Value>, DispatchError> {
+        let mut map = Map::with_capacity(self.0.len());
+        for (name, slot) in self.0 {
+            if let Slot::Raw(raw) = slot {
+                map.insert(name.into_owned(), value(raw)?);
+            }
+        }
+        Ok(map)
+    }
+}
+
+/// A member that should be a string.
+enum Text<'a> {
+    Str(Cow<'a, str>),
+    NotStr,
+}
+
+impl<'a> Text<'a> {
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Text::Str(s) => Some(s),
+            Text::NotStr => None,
+        }
+    }
+}
+
+/// Which member of an object is itself read member by member: `params` in the request,
+/// `_meta` in `params`, none in `_meta`.
+#[derive(Clone, Copy)]
+struct Nest(&'static [&'static str]);
+
+const PATH: Nest = Nest(&["params", META]);
+
+impl<'de> DeserializeSeed<'de> for Nest {
+    type Value = Top<'de>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Top<'de>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Nest {
+    type Value = Top<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top<'de>, A::Error> {
+        let mut members = Vec::with_capacity(map.size_hint().unwrap_or(4));
+        while let Some(Name(name)) = map.next_key()? {
+            let slot = match self.0.split_first() {
+                Some((nested, rest)) if name == *nested => {
+                    match map.next_value_seed(Nest(rest))? {
+                        Top::Object(m) => Slot::Object(m),
+                        Top::Array | Top::Other => Slot::NotObject,
+                    }
+                }
+                _ => Slot::Raw(map.next_value()?),
+            };
+            members.push((name, slot));
+        }
+        Ok(Top::Object(Members(members)))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Top<'de>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Top::Array)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Top<'de>, E> {
+        Ok(Top::Other)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Top<'de>, E> {
+        Ok(Top::Other)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Top<'de>, E> {
+        Ok(Top::Other)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Top<'de>, E> {
+        Ok(Top::Other)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Top<'de>, E> {
+        Ok(Top::Other)
+    }
+    fn visit_unit<E>(self) -> Result<Top<'de>, E> {
+        Ok(Top::Other)
+    }
+}
+
+/// A member name, borrowed from the body unless it holds escapes.
+struct Name<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Name<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> Visitor<'de> for Visit {
+            type Value = Name<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Owned(s.to_owned())))
+            }
+        }
+        d.deserialize_str(Visit)
+    }
+}
+
+/// A member's value, built. The body was scanned as JSON, but a scan does not check that a
+/// number fits a float: that is a parse error (-32700), as it was when the whole body was
+/// built at once.
+fn value(raw: &RawValue) -> Result<Value, DispatchError> {
+    serde_json::from_str(raw.get()).map_err(|e| DispatchError::Parse(e.to_string()))
+}
+
 /// Parse and check a POST body against its routing headers.
 ///
 /// # Errors
 /// The first check that fails, with the id when it was readable.
 pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| (None, DispatchError::Parse(e.to_string())))?;
-    let mut obj = match value {
-        Value::Object(o) => o,
-        Value::Array(_) => {
-            return Err((
-                None,
-                DispatchError::InvalidRequest("batches are not supported".into()),
-            ));
+    let unparsed = |e: DispatchError| (None, e);
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let top = PATH
+        .deserialize(&mut de)
+        .and_then(|top| de.end().map(|()| top))
+        .map_err(|e| unparsed(DispatchError::Parse(e.to_string())))?;
+    let obj = match top {
+        Top::Object(obj) => obj,
+        Top::Array => {
+            return Err(unparsed(DispatchError::InvalidRequest(
+                "batches are not supported".into(),
+            )));
         }
-        _ => {
-            return Err((
-                None,
-                DispatchError::InvalidRequest("the body must be a JSON-RPC request object".into()),
-            ));
+        Top::Other => {
+            return Err(unparsed(DispatchError::InvalidRequest(
+                "the body must be a JSON-RPC request object".into(),
+            )));
         }
     };
-    let id = match obj.get("id") {
+    let id = match obj.value("id").map_err(unparsed)? {
         None => None,
         Some(Value::Null) => {
-            return Err((
-                None,
-                DispatchError::InvalidRequest("id must not be null".into()),
-            ));
+            return Err(unparsed(DispatchError::InvalidRequest(
+                "id must not be null".into(),
+            )));
         }
         Some(v) => Some(
-            serde_json::from_value::<Id>(v.clone())
+            serde_json::from_value::<Id>(v)
                 .ok()
                 .filter(Id::is_valid)
                 .ok_or_else(|| {
-                    (
-                        None,
-                        DispatchError::InvalidRequest("id must be a string or an integer".into()),
-                    )
+                    unparsed(DispatchError::InvalidRequest(
+                        "id must be a string or an integer".into(),
+                    ))
                 })?,
         ),
     };
     let reject = |e: DispatchError| (id.clone(), e);
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+    let jsonrpc = obj.text("jsonrpc").map_err(reject)?;
+    if jsonrpc.as_ref().and_then(Text::as_str) != Some("2.0") {
         return Err(reject(DispatchError::InvalidRequest(
             "jsonrpc must be \"2.0\"".into(),
         )));
     }
-    let method_name = match obj.remove("method") {
-        Some(Value::String(m)) => m,
+    let method_name = match obj.text("method").map_err(reject)? {
+        Some(Text::Str(m)) => m,
         Some(_) => {
             return Err(reject(DispatchError::InvalidRequest(
                 "method must be a string".into(),
             )));
         }
-        None if obj.contains_key("result") || obj.contains_key("error") => {
+        None if obj.slot("result").is_some() || obj.slot("error").is_some() => {
             return Err(reject(DispatchError::InvalidRequest(
                 "clients do not send responses to this server".into(),
             )));
@@ -207,14 +393,17 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
             )));
         }
     };
-    let mut raw_params = match obj.remove("params") {
-        None => Map::new(),
-        Some(Value::Object(p)) => p,
-        Some(_) => {
-            return Err(reject(DispatchError::InvalidRequest(
-                "params must be an object".into(),
-            )));
-        }
+    let mut obj = obj;
+    let raw_params = match obj.0.iter().rposition(|(k, _)| k == "params") {
+        None => Members(Vec::new()),
+        Some(at) => match obj.0.swap_remove(at).1 {
+            Slot::Object(params) => params,
+            _ => {
+                return Err(reject(DispatchError::InvalidRequest(
+                    "params must be an object".into(),
+                )));
+            }
+        },
     };
     let Some(id) = id else {
         return Ok(Body::Notification);
@@ -223,37 +412,40 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
     let method = Method::from_name(&method_name);
 
     // A 2025-era client opens with `initialize` and no 2026 `_meta`: a session starts.
-    let meta = raw_params.remove(META);
+    let meta = raw_params.slot(META);
+    let meta_members = match meta {
+        Some(Slot::Object(m)) => Some(m),
+        _ => None,
+    };
     let says_2026 = matches!(&routing.protocol_version, Some(Ok(v)) if v == PROTOCOL_VERSION);
     if method == Some(Method::Initialize)
         && !says_2026
-        && meta
+        && meta_members
             .as_ref()
-            .and_then(|m| m.get(PROTOCOL_VERSION_KEY))
+            .and_then(|m| m.slot(PROTOCOL_VERSION_KEY))
             .is_none()
     {
-        let params = typed(raw_params).map_err(reject)?;
+        let params = typed(raw_params.into_params().map_err(reject)?).map_err(reject)?;
         return Ok(Body::Initialize { id, params });
     }
     // `_meta` before the version header, so a missing field is -32602 (B-06).
-    let meta = match meta {
-        Some(Value::Object(m)) => m,
-        Some(_) => return Err(reject(DispatchError::BadMeta("params._meta must be an object".into()))),
-        None => return Err(reject(DispatchError::BadMeta("params._meta is missing; every request carries io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities".into()))),
+    let meta = match (meta, meta_members) {
+        (_, Some(m)) => m,
+        (Some(_), None) => return Err(reject(DispatchError::BadMeta("params._meta must be an object".into()))),
+        (None, _) => return Err(reject(DispatchError::BadMeta("params._meta is missing; every request carries io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities".into()))),
     };
-    let Some(body_version) = meta.get(PROTOCOL_VERSION_KEY).and_then(Value::as_str) else {
+    let body_version = meta.text(PROTOCOL_VERSION_KEY).map_err(reject)?;
+    let Some(Text::Str(body_version)) = body_version else {
         return Err(reject(DispatchError::BadMeta(format!(
             "params._meta[\"{PROTOCOL_VERSION_KEY}\"] must be a string"
         ))));
     };
-    if !meta
-        .get(CLIENT_CAPABILITIES_KEY)
-        .is_some_and(Value::is_object)
-    {
+    let capabilities = meta.value(CLIENT_CAPABILITIES_KEY).map_err(reject)?;
+    let Some(capabilities @ Value::Object(_)) = capabilities else {
         return Err(reject(DispatchError::BadMeta(format!(
             "params._meta[\"{CLIENT_CAPABILITIES_KEY}\"] must be an object"
         ))));
-    }
+    };
     let header_version =
         required_header(&routing.protocol_version, "MCP-Protocol-Version").map_err(reject)?;
     if header_version != body_version {
@@ -263,7 +455,7 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
     }
     if body_version != PROTOCOL_VERSION {
         return Err(reject(DispatchError::UnsupportedVersion {
-            requested: body_version.to_owned(),
+            requested: body_version.into_owned(),
         }));
     }
     let header_method = required_header(&routing.method, "Mcp-Method").map_err(reject)?;
@@ -274,9 +466,13 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
     }
     // Unknown and removed methods first, whatever their other headers (T-41).
     let Some(method) = method.filter(|m| m.in_2026()) else {
-        return Err(reject(DispatchError::MethodNotFound(method_name)));
+        return Err(reject(DispatchError::MethodNotFound(
+            method_name.into_owned(),
+        )));
     };
-    let params = Params::parse(method, raw_params).map_err(reject)?;
+    let traceparent = meta.value(TRACEPARENT_KEY).map_err(reject)?;
+    let params =
+        Params::parse(method, raw_params.into_params().map_err(reject)?).map_err(reject)?;
     if let Some((field, body_name)) = params.routing_name() {
         let Some(body_name) = body_name.valid() else {
             return Err(reject(DispatchError::InvalidParams(format!(
@@ -290,11 +486,18 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
             ))));
         }
     }
+    // The `_meta` members the gateway reads later; the rest (clientInfo, unknown keys) are
+    // not built.
+    let mut kept = Map::with_capacity(2);
+    kept.insert(CLIENT_CAPABILITIES_KEY.to_owned(), capabilities);
+    if let Some(traceparent) = traceparent {
+        kept.insert(TRACEPARENT_KEY.to_owned(), traceparent);
+    }
     Ok(Body::Request(
         Request {
             id,
             method,
-            meta,
+            meta: kept,
             owner: String::new(),
         },
         params,
@@ -436,6 +639,62 @@ mod tests {
         assert!(matches!(
             err(parse(&body("tasks/result", p), &r)),
             DispatchError::MethodNotFound(_)
+        ));
+    }
+
+    /// The body is read member by member: a repeated name keeps its last value, escapes in
+    /// names and strings are honoured, members the gateway never reads are not built, and a
+    /// value that is JSON but not a float is still a parse error (B-02, B-03).
+    #[test]
+    fn members_read_as_value_parsing_would() {
+        let r = routing(PROTOCOL_VERSION, "tasks/get", Some("tsk_b"));
+        let b = format!(
+            r#"{{"jsonrpc":"1.0","id":"x","method":"tools/list","\u006a\u0073onrpc":"2\u002e0",
+               "params":{{"taskId":"tsk_a","_meta":{{}}}},"method":"tasks\/get",
+               "params":{{"taskId":"tsk_a","taskId":"tsk_b","_meta":{{
+                 "{PROTOCOL_VERSION_KEY}":"{PROTOCOL_VERSION}","{CLIENT_CAPABILITIES_KEY}":{{"a":[1]}},
+                 "io.modelcontextprotocol/clientInfo":{{"deep":[[[[{{"n":1e400}}]]]]}},
+                 "traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}}},
+               "id":7}}"#
+        );
+        let Ok(Body::Request(req, Params::GetTask(p))) = parse(b.as_bytes(), &r) else {
+            panic!("refused: {b}");
+        };
+        assert_eq!(req.id, Id::Number(7.into()));
+        assert_eq!(req.method, Method::TasksGet);
+        assert_eq!(p.task_id.valid().map(String::as_str), Some("tsk_b"));
+        assert_eq!(req.capabilities(), &json!({"a": [1]}));
+        assert!(req.traceparent().is_some_and(|t| t.starts_with("00-0af7")));
+
+        // A number JSON allows but a float cannot hold, in a member that is read.
+        let p = json!({"name": "sleep", "_meta": meta()});
+        let mut b = String::from_utf8(body("tools/call", p)).unwrap();
+        b = b.replacen(
+            r#""name":"sleep""#,
+            r#""name":"sleep","arguments":{"ms":1e400}"#,
+            1,
+        );
+        let r = routing(PROTOCOL_VERSION, "tools/call", Some("sleep"));
+        assert!(matches!(
+            err(parse(b.as_bytes(), &r)),
+            DispatchError::Parse(_)
+        ));
+        // Trailing text, and a params that is not an object.
+        assert!(matches!(
+            err(parse(br#"{"jsonrpc":"2.0","id":1,"method":"x"} {}"#, &r)),
+            DispatchError::Parse(_)
+        ));
+        assert!(matches!(
+            err(parse(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":[{}]}"#, &r)),
+            DispatchError::InvalidRequest(m) if m.contains("params")
+        ));
+        assert!(matches!(
+            err(parse(br#"{"jsonrpc":"2.0","id":1,"method":7}"#, &r)),
+            DispatchError::InvalidRequest(m) if m.contains("method")
+        ));
+        assert!(matches!(
+            err(parse(b"7", &r)),
+            DispatchError::InvalidRequest(_)
         ));
     }
 
