@@ -19,7 +19,6 @@ use serde::de::{
     Deserialize, DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
     Visitor,
 };
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::DispatchError;
@@ -150,10 +149,11 @@ impl Params {
 pub(crate) type Rejection = (Option<Id>, DispatchError);
 
 /// The body in one pass: the members of the request object, of its `params` and of their
-/// `_meta`, each with the raw text of its value. Nothing inside a member's value is built
-/// until it is read, so what a request carries and the gateway never reads (`clientInfo`,
-/// unknown `_meta` keys) costs a scan, not a tree of maps: building the whole body as a
-/// `Value` was a fifth of the gateway's instructions per request.
+/// `_meta`. The members the gateway reads are built as they are scanned; the others
+/// (`clientInfo`, unknown `_meta` keys, `result`) are scanned and dropped ([`Skip`]), so
+/// they cost no tree of maps: building the whole body as a `Value` was a fifth of the
+/// gateway's instructions per request. serde_json's nesting limit holds over the whole body
+/// either way.
 enum Top<'a> {
     Object(Members<'a>),
     Array,
@@ -164,12 +164,14 @@ enum Top<'a> {
 /// on lookup, as `Value` parsing does.
 struct Members<'a>(Vec<(Cow<'a, str>, Slot<'a>)>);
 
-/// A member's value: its raw text, or for the nested member on the way to `_meta` (see
-/// [`Nest`]) its own members, or that it was not an object.
+/// A member's value: built; for the nested member on the way to `_meta` (see [`Level`]) its
+/// own members, or that it was not an object; or, for a member that is not read, only that
+/// it was sent.
 enum Slot<'a> {
-    Raw(&'a RawValue),
+    Value(Value),
     Object(Members<'a>),
     NotObject,
+    Skipped,
 }
 
 impl<'a> Members<'a> {
@@ -177,82 +179,92 @@ impl<'a> Members<'a> {
         self.0.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v)
     }
 
-    /// A member's raw value.
-    fn raw(&self, name: &str) -> Option<&'a RawValue> {
+    /// A member's value (`None`: not sent).
+    fn value(&self, name: &str) -> Option<&Value> {
         match self.slot(name) {
-            Some(Slot::Raw(raw)) => Some(raw),
+            Some(Slot::Value(v)) => Some(v),
             _ => None,
         }
     }
 
-    /// A member's value, built (`None`: not sent).
-    fn value(&self, name: &str) -> Result<Option<Value>, DispatchError> {
-        self.raw(name).map(value).transpose()
+    /// A member, taken out (a repeated name: the last, and the others are dropped too, so
+    /// none of them is read again).
+    fn take_slot(&mut self, name: &str) -> Option<Slot<'a>> {
+        let mut taken = None;
+        self.0.retain_mut(|(k, slot)| {
+            if k != name {
+                return true;
+            }
+            taken = Some(std::mem::replace(slot, Slot::Skipped));
+            false
+        });
+        taken
     }
 
-    /// A member's value, built, but a string without escapes (`"2.0"`, a method, a
-    /// version) is borrowed as it stands in the body.
-    fn text(&self, name: &str) -> Result<Option<Text<'a>>, DispatchError> {
-        let Some(raw) = self.raw(name) else {
-            return Ok(None);
-        };
-        let s = raw.get();
-        // A scanned JSON string has no raw control characters: without a backslash, what
-        // lies between its quotes is the string.
-        Ok(Some(
-            match s.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
-                Some(plain) if !plain.contains('\\') => Text::Str(Cow::Borrowed(plain)),
-                _ => match value(raw)? {
-                    Value::String(s) => Text::Str(Cow::Owned(s)),
-                    _ => Text::NotStr,
-                },
-            },
-        ))
+    /// A member's value, taken out (`None`: not sent, or not a built value).
+    fn take(&mut self, name: &str) -> Option<Value> {
+        match self.take_slot(name)? {
+            Slot::Value(v) => Some(v),
+            _ => None,
+        }
     }
 
-    /// The members but `_meta`, built, as a map (a repeated name keeps its first place and
-    /// last value, as `Value` parsing does).
-    fn into_params(self) -> Result<Map<String, Value>, DispatchError> {
+    /// The built members as a map (a repeated name keeps its first place and last value, as
+    /// `Value` parsing does): `params` without `_meta`.
+    fn into_map(self) -> Map<String, Value> {
         let mut map = Map::with_capacity(self.0.len());
         for (name, slot) in self.0 {
-            if let Slot::Raw(raw) = slot {
-                map.insert(name.into_owned(), value(raw)?);
+            if let Slot::Value(v) = slot {
+                map.insert(name.into_owned(), v);
             }
         }
-        Ok(map)
+        map
     }
 }
 
-/// A member that should be a string.
-enum Text<'a> {
-    Str(Cow<'a, str>),
-    NotStr,
+/// Where in the body an object is, and so which of its members are built, which is read
+/// member by member (`params` in the request, `_meta` in `params`), and which are only
+/// scanned ([`Skip`]).
+#[derive(Clone, Copy)]
+enum Level {
+    Request,
+    Params,
+    Meta,
 }
 
-impl<'a> Text<'a> {
-    fn as_str(&self) -> Option<&str> {
+impl Level {
+    /// The member read member by member, and its level.
+    fn nested(self) -> Option<(&'static str, Level)> {
         match self {
-            Text::Str(s) => Some(s),
-            Text::NotStr => None,
+            Level::Request => Some(("params", Level::Params)),
+            Level::Params => Some((META, Level::Meta)),
+            Level::Meta => None,
+        }
+    }
+
+    /// Whether a member is built to be read (every member of `params`: they are its typed
+    /// params).
+    fn keeps(self, name: &str) -> bool {
+        match self {
+            Level::Request => matches!(name, "id" | "jsonrpc" | "method"),
+            Level::Params => true,
+            Level::Meta => {
+                name == PROTOCOL_VERSION_KEY
+                    || name == CLIENT_CAPABILITIES_KEY
+                    || name == TRACEPARENT_KEY
+            }
         }
     }
 }
 
-/// Which member of an object is itself read member by member: `params` in the request,
-/// `_meta` in `params`, none in `_meta`.
-#[derive(Clone, Copy)]
-struct Nest(&'static [&'static str]);
-
-const PATH: Nest = Nest(&["params", META]);
-
-impl<'de> DeserializeSeed<'de> for Nest {
+impl<'de> DeserializeSeed<'de> for Level {
     type Value = Top<'de>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Top<'de>, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Nest {
+impl<'de> Visitor<'de> for Level {
     type Value = Top<'de>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON value")
@@ -260,21 +272,23 @@ impl<'de> Visitor<'de> for Nest {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top<'de>, A::Error> {
         let mut members = Vec::with_capacity(map.size_hint().unwrap_or(4));
         while let Some(Name(name)) = map.next_key()? {
-            let slot = match self.0.split_first() {
-                Some((nested, rest)) if name == *nested => {
-                    match map.next_value_seed(Nest(rest))? {
-                        Top::Object(m) => Slot::Object(m),
-                        Top::Array | Top::Other => Slot::NotObject,
-                    }
+            let slot = match self.nested() {
+                Some((nested, level)) if name == nested => match map.next_value_seed(level)? {
+                    Top::Object(m) => Slot::Object(m),
+                    Top::Array | Top::Other => Slot::NotObject,
+                },
+                _ if self.keeps(&name) => Slot::Value(map.next_value()?),
+                _ => {
+                    map.next_value_seed(Skip)?;
+                    Slot::Skipped
                 }
-                _ => Slot::Raw(map.next_value()?),
             };
             members.push((name, slot));
         }
         Ok(Top::Object(Members(members)))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Top<'de>, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        while seq.next_element_seed(Skip)?.is_some() {}
         Ok(Top::Array)
     }
     fn visit_bool<E>(self, _: bool) -> Result<Top<'de>, E> {
@@ -294,6 +308,53 @@ impl<'de> Visitor<'de> for Nest {
     }
     fn visit_unit<E>(self) -> Result<Top<'de>, E> {
         Ok(Top::Other)
+    }
+}
+
+/// A value the gateway does not read, scanned and dropped. It is visited, not skipped as
+/// raw text, so serde_json's nesting limit and number range hold in it: a body nested too
+/// deep, or with a number no float holds, anywhere stays a parse error (-32700).
+struct Skip;
+
+impl<'de> DeserializeSeed<'de> for Skip {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(Skip)
+    }
+}
+
+impl<'de> Visitor<'de> for Skip {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while map.next_key::<IgnoredAny>()?.is_some() {
+            map.next_value_seed(Skip)?;
+        }
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Skip)?.is_some() {}
+        Ok(())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
     }
 }
 
@@ -319,13 +380,6 @@ impl<'de> Deserialize<'de> for Name<'de> {
     }
 }
 
-/// A member's value, built. The body was scanned as JSON, but a scan does not check that a
-/// number fits a float: that is a parse error (-32700), as it was when the whole body was
-/// built at once.
-fn value(raw: &RawValue) -> Result<Value, DispatchError> {
-    serde_json::from_str(raw.get()).map_err(|e| DispatchError::Parse(e.to_string()))
-}
-
 /// Parse and check a POST body against its routing headers.
 ///
 /// # Errors
@@ -333,11 +387,11 @@ fn value(raw: &RawValue) -> Result<Value, DispatchError> {
 pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
     let unparsed = |e: DispatchError| (None, e);
     let mut de = serde_json::Deserializer::from_slice(body);
-    let top = PATH
+    let top = Level::Request
         .deserialize(&mut de)
         .and_then(|top| de.end().map(|()| top))
         .map_err(|e| unparsed(DispatchError::Parse(e.to_string())))?;
-    let obj = match top {
+    let mut obj = match top {
         Top::Object(obj) => obj,
         Top::Array => {
             return Err(unparsed(DispatchError::InvalidRequest(
@@ -350,7 +404,7 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
             )));
         }
     };
-    let id = match obj.value("id").map_err(unparsed)? {
+    let id = match obj.take("id") {
         None => None,
         Some(Value::Null) => {
             return Err(unparsed(DispatchError::InvalidRequest(
@@ -369,14 +423,13 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
         ),
     };
     let reject = |e: DispatchError| (id.clone(), e);
-    let jsonrpc = obj.text("jsonrpc").map_err(reject)?;
-    if jsonrpc.as_ref().and_then(Text::as_str) != Some("2.0") {
+    if obj.value("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(reject(DispatchError::InvalidRequest(
             "jsonrpc must be \"2.0\"".into(),
         )));
     }
-    let method_name = match obj.text("method").map_err(reject)? {
-        Some(Text::Str(m)) => m,
+    let method_name = match obj.take("method") {
+        Some(Value::String(m)) => m,
         Some(_) => {
             return Err(reject(DispatchError::InvalidRequest(
                 "method must be a string".into(),
@@ -393,17 +446,14 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
             )));
         }
     };
-    let mut obj = obj;
-    let raw_params = match obj.0.iter().rposition(|(k, _)| k == "params") {
+    let mut raw_params = match obj.take_slot("params") {
         None => Members(Vec::new()),
-        Some(at) => match obj.0.swap_remove(at).1 {
-            Slot::Object(params) => params,
-            _ => {
-                return Err(reject(DispatchError::InvalidRequest(
-                    "params must be an object".into(),
-                )));
-            }
-        },
+        Some(Slot::Object(params)) => params,
+        Some(_) => {
+            return Err(reject(DispatchError::InvalidRequest(
+                "params must be an object".into(),
+            )));
+        }
     };
     let Some(id) = id else {
         return Ok(Body::Notification);
@@ -412,36 +462,31 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
     let method = Method::from_name(&method_name);
 
     // A 2025-era client opens with `initialize` and no 2026 `_meta`: a session starts.
-    let meta = raw_params.slot(META);
-    let meta_members = match meta {
-        Some(Slot::Object(m)) => Some(m),
-        _ => None,
+    let meta = match raw_params.take_slot(META) {
+        None => None,
+        Some(Slot::Object(m)) => Some(Ok(m)),
+        Some(_) => Some(Err(())),
     };
     let says_2026 = matches!(&routing.protocol_version, Some(Ok(v)) if v == PROTOCOL_VERSION);
     if method == Some(Method::Initialize)
         && !says_2026
-        && meta_members
-            .as_ref()
-            .and_then(|m| m.slot(PROTOCOL_VERSION_KEY))
-            .is_none()
+        && !matches!(&meta, Some(Ok(m)) if m.slot(PROTOCOL_VERSION_KEY).is_some())
     {
-        let params = typed(raw_params.into_params().map_err(reject)?).map_err(reject)?;
+        let params = typed(raw_params.into_map()).map_err(reject)?;
         return Ok(Body::Initialize { id, params });
     }
     // `_meta` before the version header, so a missing field is -32602 (B-06).
-    let meta = match (meta, meta_members) {
-        (_, Some(m)) => m,
-        (Some(_), None) => return Err(reject(DispatchError::BadMeta("params._meta must be an object".into()))),
-        (None, _) => return Err(reject(DispatchError::BadMeta("params._meta is missing; every request carries io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities".into()))),
+    let mut meta = match meta {
+        Some(Ok(m)) => m,
+        Some(Err(())) => return Err(reject(DispatchError::BadMeta("params._meta must be an object".into()))),
+        None => return Err(reject(DispatchError::BadMeta("params._meta is missing; every request carries io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities".into()))),
     };
-    let body_version = meta.text(PROTOCOL_VERSION_KEY).map_err(reject)?;
-    let Some(Text::Str(body_version)) = body_version else {
+    let Some(Value::String(body_version)) = meta.take(PROTOCOL_VERSION_KEY) else {
         return Err(reject(DispatchError::BadMeta(format!(
             "params._meta[\"{PROTOCOL_VERSION_KEY}\"] must be a string"
         ))));
     };
-    let capabilities = meta.value(CLIENT_CAPABILITIES_KEY).map_err(reject)?;
-    let Some(capabilities @ Value::Object(_)) = capabilities else {
+    let Some(capabilities @ Value::Object(_)) = meta.take(CLIENT_CAPABILITIES_KEY) else {
         return Err(reject(DispatchError::BadMeta(format!(
             "params._meta[\"{CLIENT_CAPABILITIES_KEY}\"] must be an object"
         ))));
@@ -455,7 +500,7 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
     }
     if body_version != PROTOCOL_VERSION {
         return Err(reject(DispatchError::UnsupportedVersion {
-            requested: body_version.into_owned(),
+            requested: body_version,
         }));
     }
     let header_method = required_header(&routing.method, "Mcp-Method").map_err(reject)?;
@@ -466,13 +511,9 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
     }
     // Unknown and removed methods first, whatever their other headers (T-41).
     let Some(method) = method.filter(|m| m.in_2026()) else {
-        return Err(reject(DispatchError::MethodNotFound(
-            method_name.into_owned(),
-        )));
+        return Err(reject(DispatchError::MethodNotFound(method_name)));
     };
-    let traceparent = meta.value(TRACEPARENT_KEY).map_err(reject)?;
-    let params =
-        Params::parse(method, raw_params.into_params().map_err(reject)?).map_err(reject)?;
+    let params = Params::parse(method, raw_params.into_map()).map_err(reject)?;
     if let Some((field, body_name)) = params.routing_name() {
         let Some(body_name) = body_name.valid() else {
             return Err(reject(DispatchError::InvalidParams(format!(
@@ -486,11 +527,11 @@ pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
             ))));
         }
     }
-    // The `_meta` members the gateway reads later; the rest (clientInfo, unknown keys) are
+    // The `_meta` members the gateway reads later; the rest (clientInfo, unknown keys) were
     // not built.
     let mut kept = Map::with_capacity(2);
     kept.insert(CLIENT_CAPABILITIES_KEY.to_owned(), capabilities);
-    if let Some(traceparent) = traceparent {
+    if let Some(traceparent) = meta.take(TRACEPARENT_KEY) {
         kept.insert(TRACEPARENT_KEY.to_owned(), traceparent);
     }
     Ok(Body::Request(
@@ -653,7 +694,7 @@ mod tests {
                "params":{{"taskId":"tsk_a","_meta":{{}}}},"method":"tasks\/get",
                "params":{{"taskId":"tsk_a","taskId":"tsk_b","_meta":{{
                  "{PROTOCOL_VERSION_KEY}":"{PROTOCOL_VERSION}","{CLIENT_CAPABILITIES_KEY}":{{"a":[1]}},
-                 "io.modelcontextprotocol/clientInfo":{{"deep":[[[[{{"n":1e400}}]]]]}},
+                 "io.modelcontextprotocol/clientInfo":{{"deep":[[[[{{"n":1.5}}]]]]}},
                  "traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}}},
                "id":7}}"#
         );
@@ -666,7 +707,13 @@ mod tests {
         assert_eq!(req.capabilities(), &json!({"a": [1]}));
         assert!(req.traceparent().is_some_and(|t| t.starts_with("00-0af7")));
 
-        // A number JSON allows but a float cannot hold, in a member that is read.
+        // A number JSON allows but a float cannot hold, in a member that is read and in one
+        // that is not.
+        let unread = b.replace("1.5", "1e400");
+        assert!(matches!(
+            err(parse(unread.as_bytes(), &r)),
+            DispatchError::Parse(_)
+        ));
         let p = json!({"name": "sleep", "_meta": meta()});
         let mut b = String::from_utf8(body("tools/call", p)).unwrap();
         b = b.replacen(
@@ -695,6 +742,39 @@ mod tests {
         assert!(matches!(
             err(parse(b"7", &r)),
             DispatchError::InvalidRequest(_)
+        ));
+    }
+
+    /// A body nested deeper than `Value` parsing takes is a parse error, even where it sits
+    /// in a member the gateway scans but does not build; brackets inside strings (escaped
+    /// quotes included) do not count.
+    #[test]
+    fn nesting_is_limited_wherever_it_is() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let r = routing(PROTOCOL_VERSION, "tasks/get", Some("tsk_a"));
+        let request = |info: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{{"taskId":"tsk_a",
+                   "_meta":{{"{PROTOCOL_VERSION_KEY}":"{PROTOCOL_VERSION}",
+                   "{CLIENT_CAPABILITIES_KEY}":{{}},"info":{info}}}}}}}"#
+            )
+        };
+        assert!(matches!(
+            parse(request(&deep(124)).as_bytes(), &r),
+            Ok(Body::Request(..))
+        ));
+        let brackets = format!(r#"["{}\"{}"]"#, "[{".repeat(200), "]}".repeat(200));
+        assert!(matches!(
+            parse(request(&brackets).as_bytes(), &r),
+            Ok(Body::Request(..))
+        ));
+        assert!(matches!(
+            err(parse(request(&deep(125)).as_bytes(), &r)),
+            DispatchError::Parse(_)
+        ));
+        assert!(matches!(
+            err(parse(deep(100_000).as_bytes(), &r)),
+            DispatchError::Parse(_)
         ));
     }
 
