@@ -4,6 +4,7 @@
 
 use base64::Engine as _;
 use hyper::HeaderMap;
+use hyper::header::HeaderName;
 
 /// A header that was present but could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,14 +35,20 @@ impl Routing {
     /// Read the headers (names are case-insensitive, values case-sensitive).
     pub(crate) fn from_headers(headers: &HeaderMap) -> Routing {
         Routing {
-            protocol_version: read(headers, "mcp-protocol-version"),
-            method: read(headers, "mcp-method"),
-            name: read(headers, "mcp-name"),
+            protocol_version: read(headers, &PROTOCOL_VERSION),
+            method: read(headers, &METHOD),
+            name: read(headers, &NAME),
         }
     }
 }
 
-fn read(headers: &HeaderMap, name: &str) -> RoutingHeader {
+// The names as constants: a lookup by `&str` parses and lower-cases the name on every
+// request.
+static PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+static METHOD: HeaderName = HeaderName::from_static("mcp-method");
+static NAME: HeaderName = HeaderName::from_static("mcp-name");
+
+fn read(headers: &HeaderMap, name: &HeaderName) -> RoutingHeader {
     let mut values = headers.get_all(name).iter();
     let raw = values.next()?;
     // Several lines of one header are one comma-joined value (RFC 9110 §5.3), which never

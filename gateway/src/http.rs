@@ -287,11 +287,14 @@ fn check_post_headers(headers: &HeaderMap) -> Step<Post> {
         accepts_sse: accepts("text/event-stream"),
         routing: Routing::from_headers(headers),
         traceparent: headers
-            .get("traceparent")
+            .get(&TRACEPARENT)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
     })
 }
+
+/// The W3C trace header, as a constant (a lookup by `&str` parses the name each time).
+static TRACEPARENT: header::HeaderName = header::HeaderName::from_static("traceparent");
 
 /// The whole body, at most `limit` bytes (MCPT_MAX_BODY_BYTES).
 async fn read_body(body: Incoming, limit: usize) -> Step<Bytes> {
