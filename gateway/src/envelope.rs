@@ -714,6 +714,14 @@ mod tests {
             err(parse(unread.as_bytes(), &r)),
             DispatchError::Parse(_)
         ));
+        // Lone surrogates, in a value and in a name of a member that is not read.
+        for lone in [r#""n":"\ud800""#, r#""\udc00":1"#] {
+            let unread = b.replace(r#""n":1.5"#, lone);
+            assert!(
+                matches!(err(parse(unread.as_bytes(), &r)), DispatchError::Parse(_)),
+                "{unread}"
+            );
+        }
         let p = json!({"name": "sleep", "_meta": meta()});
         let mut b = String::from_utf8(body("tools/call", p)).unwrap();
         b = b.replacen(
