@@ -100,7 +100,10 @@ impl Store {
             .arg(&t.job.tool)
             .arg(t.queue)
             .arg(job)
-            .arg(t.ttl_ms.map_or(0, |ttl| ttl.min(EXPIRED_RETENTION_MS)));
+            .arg(
+                t.ttl_ms
+                    .map_or(0, |ttl| ttl.saturating_add(ttl.min(EXPIRED_RETENTION_MS))),
+            );
         if cluster {
             // Counted above, in the owner's slot.
             script.arg(0).arg(0);

@@ -7,29 +7,35 @@
 --         checked and counted by limits.lua first, and this script gets 0, 0 and two keys)
 -- ARGV[1] task id  ARGV[2] ttl ms ('' = never expires)  ARGV[3] poll ms  ARGV[4] owner
 -- ARGV[5] tool  ARGV[6] queue  ARGV[7] job JSON
--- ARGV[8] how long the hash outlives the TTL (ms), so an expired task reads as failed
---         for a while before it is gone
+-- ARGV[8] how long the hash lives (ms): the TTL and a while after it, so an expired task
+--         reads as failed for a while before it is gone (unused without a TTL)
 -- ARGV[9] tasks per minute allowed (0: no limit)  ARGV[10] unfinished tasks allowed (0: none)
 -- Returns: {created-at ms} | {'limit', 'rate' | 'active'}. The unfinished set holds task
 -- ids scored by when they expire; finished ones leave it when the caller prunes it at the
 -- limit (Store::prune_active). Ids carry 122 random bits: no existence check.
--- Without limits: XADD, HSET, PEXPIREAT (no TIME: the entry id is the clock).
-local rate, active = tonumber(ARGV[9]), tonumber(ARGV[10])
+-- Without limits: XADD, HSET, PEXPIRE (no TIME: the entry id is the clock).
+-- Numbers stay strings where they can: a tonumber() is two strtod calls, a number passed to
+-- redis.call a printf; together they were a tenth of this script's instructions.
+local rate = ARGV[9] == '0' and 0 or tonumber(ARGV[9])
+local active = ARGV[10] == '0' and 0 or tonumber(ARGV[10])
 -- Refused attempts do not count against the rate; created tasks do (below).
 local refused = limit_refused(KEYS[3], KEYS[4], rate, active)
 if refused then return {'limit', refused} end
 -- The entry id is Redis' clock in ms (never behind the stream's last entry): it is the
 -- creation time, without a TIME call.
 local entry = redis.call('XADD', KEYS[2], '*', 'task', ARGV[1], 'owner', ARGV[4], 'job', ARGV[7])
-local now_n = tonumber(string.match(entry, '^(%d+)'))
-local now = string.format('%d', now_n)
+local now = string.match(entry, '^(%d+)')
 -- The job's stream and entry are kept so a cancel before any start can take the job off
 -- the queue (cancel.lua).
 redis.call('HSET', KEYS[1], 'status', 'working', 'created', now, 'updated', now,
-  'ttl', ARGV[2], 'poll', ARGV[3], 'ver', 1, 'owner', ARGV[4], 'tool', ARGV[5], 'queue', ARGV[6],
+  'ttl', ARGV[2], 'poll', ARGV[3], 'ver', '1', 'owner', ARGV[4], 'tool', ARGV[5], 'queue', ARGV[6],
   'stream', KEYS[2], 'entry', entry)
+-- From now, which is the entry id's time but after a step back of Redis' clock (the id never
+-- goes back); the hash then outlives the TTL by that step less.
 if ARGV[2] ~= '' then
-  redis.call('PEXPIREAT', KEYS[1], now_n + tonumber(ARGV[2]) + tonumber(ARGV[8]))
+  redis.call('PEXPIRE', KEYS[1], ARGV[8])
 end
-limit_count(KEYS[3], KEYS[4], rate, active, ARGV[1], ARGV[2], now_n)
+if rate > 0 or active > 0 then
+  limit_count(KEYS[3], KEYS[4], rate, active, ARGV[1], ARGV[2], tonumber(now))
+end
 return {now}

@@ -72,7 +72,7 @@ local function commit(key, channel, task, changes, observable)
     local prev = tonumber(task.updated or '0') or 0
     if prev > now then now = prev end
     changes.updated = string.format('%d', now)
-    changes.ver = tostring((tonumber(task.ver or '0') or 0) + 1)
+    changes.ver = string.format('%d', (tonumber(task.ver or '0') or 0) + 1)
   end
   local args = {}
   for f, v in pairs(changes) do
