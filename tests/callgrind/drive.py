@@ -8,6 +8,8 @@ callgrind's instrumentation of the measured process switched on only around them
     drive.py PORT gateway N PID T     a completed task first; then instrumentation on in PID
                                       and T clients each send N/T tools/call and N/T
                                       tasks/get of that task; instrumentation off
+    drive.py PORT redis N PID T       as gateway, then 2 s for the worker to end the last
+                                      tasks before instrumentation goes off
 """
 
 import http.client
@@ -107,7 +109,7 @@ def main():
         instrument(pid, True)
         clients(port, count, each)
         instrument(pid, False)
-    elif mode == "gateway":
+    elif mode in ("gateway", "redis"):
         done = call(conn)
         until_completed(conn, done)
 
@@ -118,6 +120,10 @@ def main():
                     sys.exit("drive.py: the completed task is not completed")
         instrument(pid, True)
         clients(port, count, each)
+        if mode == "redis":
+            # The worker's part of the last tasks (its read and finish) runs after the
+            # clients are done.
+            time.sleep(2)
         instrument(pid, False)
     else:
         sys.exit(f"drive.py: unknown mode {mode}")

@@ -1,28 +1,32 @@
 #!/usr/bin/env bash
-# Instructions per unit of work of the gateway or a worker, under valgrind's callgrind:
-# deterministic where wall CPU on a shared machine moves by ±15 % between identical rounds.
+# Instructions per unit of work of the gateway, a worker or Redis, under valgrind's
+# callgrind: deterministic where wall CPU on a shared machine moves by ±15 % between
+# identical rounds.
 #
-#   tests/callgrind/run.sh gateway|worker [BIN_DIR] [N] [CLIENTS]
+#   tests/callgrind/run.sh gateway|worker|redis [BIN_DIR] [N] [CLIENTS]
 #
 # Starts a private redis-server, a gateway and a worker (MCPT_TOOLS=demo) from BIN_DIR
 # (default target/release), the measured one under callgrind with instrumentation off;
 # warms up with 200 tasks; then switches instrumentation on for N units of work from
 # CLIENTS concurrent keep-alive clients (default 1000 and 8): for the gateway a unit is
 # one `tools/call sleep` plus one `tasks/get` of a completed task, for a worker one
-# `sleep ms=0` job (its client polls `tasks/get` until it is completed). Prints the
+# `sleep ms=0` job (its client polls `tasks/get` until it is completed), for Redis the
+# gateway's unit with the worker's part of the task it creates (its read and finish;
+# Redis runs under valgrind, so each call is slower, but instructions do not depend on
+# that). Prints the
 # instructions per unit, and leaves the profile in target/callgrind/ for
 # `callgrind_annotate`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 if [ $# -lt 1 ]; then
-  echo "usage: tests/callgrind/run.sh gateway|worker [BIN_DIR] [N] [CLIENTS]" >&2
+  echo "usage: tests/callgrind/run.sh gateway|worker|redis [BIN_DIR] [N] [CLIENTS]" >&2
   exit 64
 fi
 which=$1
 bin=${2:-target/release}
 n=${3:-1000}
 clients=${4:-8}
-case "$which" in gateway | worker) ;; *) echo "run.sh: measure gateway or worker, not $which" >&2; exit 64 ;; esac
+case "$which" in gateway | worker | redis) ;; *) echo "run.sh: measure gateway, worker or redis, not $which" >&2; exit 64 ;; esac
 if ! [[ "$n" =~ ^[1-9][0-9]*$ && "$clients" =~ ^[1-9][0-9]*$ ]] || ((n % clients != 0)); then
   echo "run.sh: N ($n) must be a positive multiple of CLIENTS ($clients)" >&2
   exit 64
@@ -49,14 +53,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-redis-server --port "$redis_port" --save "" --appendonly no --daemonize yes \
-  --logfile "$work/redis.log" >/dev/null
-for _ in $(seq 50); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-
 profile="$out/$which.$(date +%s).out"
 vg=(valgrind --tool=callgrind --instr-atstart=no "--callgrind-out-file=$profile")
-gw=() wk=()
-if [ "$which" = gateway ]; then gw=("${vg[@]}"); else wk=("${vg[@]}"); fi
+gw=() wk=() rd=()
+case "$which" in gateway) gw=("${vg[@]}") ;; worker) wk=("${vg[@]}") ;; redis) rd=("${vg[@]}") ;; esac
+"${rd[@]}" redis-server --port "$redis_port" --save "" --appendonly no \
+  --logfile "$work/redis.log" >/dev/null 2>&1 &
+redis_pid=$!
+pids+=("$redis_pid")
+for _ in $(seq 100); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 export MCPT_REDIS_URL="redis://127.0.0.1:$redis_port" MCPT_LIMIT_TASKS_PER_MINUTE=0 \
   MCPT_LIMIT_ACTIVE_TASKS=0 MCPT_LIMIT_LISTENERS=0
 MCPT_LISTEN_ADDR="127.0.0.1:$gateway_port" "${gw[@]}" "$bin/mcp-tasks-gateway" \
@@ -78,7 +83,8 @@ echo "warming up (200 tasks, one at a time)" >&2
 python3 tests/callgrind/drive.py "$gateway_port" warm 200
 measured=$gateway_pid
 [ "$which" = worker ] && measured=$worker_pid
-echo "measuring the $which: $n units from $clients clients" >&2
+[ "$which" = redis ] && measured=$redis_pid
+echo "measuring $which: $n units from $clients clients" >&2
 python3 tests/callgrind/drive.py "$gateway_port" "$which" "$n" "$measured" "$clients"
 # The last jobs' finish scripts may still be on their way.
 sleep 0.5
