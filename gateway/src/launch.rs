@@ -14,9 +14,7 @@ use mcp_tasks_protocol::tools::CallToolResult;
 use mcp_tasks_shared::schema;
 use mcp_tasks_store::events::{TaskEvent, Watch};
 use mcp_tasks_store::stored::{self, Stored};
-use mcp_tasks_store::{
-    Created, EXPIRED_RETENTION_MS, Job, Limit, NewTask, OwnerLimits, Store, TaskRecord,
-};
+use mcp_tasks_store::{Created, Job, Limit, NewTask, OwnerLimits, Store, TaskRecord};
 use serde_json::{Map, Value};
 
 use crate::envelope::Request;
@@ -276,10 +274,8 @@ async fn create(state: &State, new: &NewTask<'_>) -> Result<i64, DispatchError> 
         return create_within_counts(state, new).await;
     }
     let lapses = new.ttl_ms.map(|ttl| {
-        let ttl = i64::try_from(ttl).unwrap_or(i64::MAX);
-        mcp_tasks_protocol::time::now_millis()
-            .saturating_add(ttl)
-            .saturating_add(ttl.min(EXPIRED_RETENTION_MS as i64))
+        let lifetime = i64::try_from(mcp_tasks_store::hash_lifetime_ms(ttl)).unwrap_or(i64::MAX);
+        mcp_tasks_protocol::time::now_millis().saturating_add(lifetime)
     });
     let bytes = json_len(new.job);
     if let stored::Counted::Refused(total) = state

@@ -135,6 +135,12 @@ pub type StoreResult<T> = Result<T, StoreError>;
 /// task that expired unfinished reads as failed for a while before lookups say it is gone.
 pub const EXPIRED_RETENTION_MS: u64 = 60_000;
 
+/// How long a task's hash lives from its creation: its TTL, then [`EXPIRED_RETENTION_MS`]
+/// at most (never longer than the TTL itself).
+pub fn hash_lifetime_ms(ttl_ms: u64) -> u64 {
+    ttl_ms.saturating_add(ttl_ms.min(EXPIRED_RETENTION_MS))
+}
+
 /// A fresh task id: `tsk_` + 22 base64url chars of a v4 UUID (122 CSPRNG bits, T-42).
 pub fn new_task_id() -> String {
     use base64::Engine as _;

@@ -4,7 +4,7 @@
 use redis::AsyncCommands;
 
 use crate::replies::{self, Cancelled, Counted};
-use crate::{EXPIRED_RETENTION_MS, Job, Store, StoreError, StoreResult, TaskRecord, keys, observe};
+use crate::{Job, Store, StoreError, StoreResult, TaskRecord, keys, observe};
 
 /// What the gateway stores for a new task and its job.
 #[derive(Debug, Clone)]
@@ -100,10 +100,7 @@ impl Store {
             .arg(&t.job.tool)
             .arg(t.queue)
             .arg(job)
-            .arg(
-                t.ttl_ms
-                    .map_or(0, |ttl| ttl.saturating_add(ttl.min(EXPIRED_RETENTION_MS))),
-            );
+            .arg(t.ttl_ms.map_or(0, crate::hash_lifetime_ms));
         if cluster {
             // Counted above, in the owner's slot.
             script.arg(0).arg(0);

@@ -7,13 +7,13 @@
 --         checked and counted by limits.lua first, and this script gets 0, 0 and two keys)
 -- ARGV[1] task id  ARGV[2] ttl ms ('' = never expires)  ARGV[3] poll ms  ARGV[4] owner
 -- ARGV[5] tool  ARGV[6] queue  ARGV[7] job JSON
--- ARGV[8] how long the hash lives (ms): the TTL and a while after it, so an expired task
---         reads as failed for a while before it is gone (unused without a TTL)
+-- ARGV[8] how long the hash lives from its creation (ms): the TTL and a while after it, so
+--         an expired task reads as failed for a while before it is gone (unused without a TTL)
 -- ARGV[9] tasks per minute allowed (0: no limit)  ARGV[10] unfinished tasks allowed (0: none)
 -- Returns: {created-at ms} | {'limit', 'rate' | 'active'}. The unfinished set holds task
 -- ids scored by when they expire; finished ones leave it when the caller prunes it at the
 -- limit (Store::prune_active). Ids carry 122 random bits: no existence check.
--- Without limits: XADD, HSET, PEXPIRE (no TIME: the entry id is the clock).
+-- Without limits: XADD, HSET, PEXPIREAT (no TIME: the entry id is the clock).
 -- Numbers stay strings where they can: a tonumber() is two strtod calls, a number passed to
 -- redis.call a printf; together they were a tenth of this script's instructions.
 local rate = ARGV[9] == '0' and 0 or tonumber(ARGV[9])
@@ -30,10 +30,11 @@ local now = string.match(entry, '^(%d+)')
 redis.call('HSET', KEYS[1], 'status', 'working', 'created', now, 'updated', now,
   'ttl', ARGV[2], 'poll', ARGV[3], 'ver', '1', 'owner', ARGV[4], 'tool', ARGV[5], 'queue', ARGV[6],
   'stream', KEYS[2], 'entry', entry)
--- From now, which is the entry id's time but after a step back of Redis' clock (the id never
--- goes back); the hash then outlives the TTL by that step less.
+-- From the creation time, not from Redis' clock: after a step back of that clock, or a
+-- failover to a replica whose clock is behind, the entry id (which never goes back) is
+-- ahead of it, and a relative expiry would end the hash before the task reads as expired.
 if ARGV[2] ~= '' then
-  redis.call('PEXPIRE', KEYS[1], ARGV[8])
+  redis.call('PEXPIREAT', KEYS[1], tonumber(now) + tonumber(ARGV[8]))
 end
 if rate > 0 or active > 0 then
   limit_count(KEYS[3], KEYS[4], rate, active, ARGV[1], ARGV[2], tonumber(now))

@@ -81,6 +81,46 @@ async fn task_is_kept_until_its_ttl_then_gone() -> Result<()> {
     Ok(())
 }
 
+/// T-51, T-52: the hash expires counted from the task's creation time, which is its queue
+/// entry's id: after Redis' clock steps back, or a failover to a replica whose clock is
+/// behind, ids stay ahead of that clock, and an expiry counted from the clock would end the
+/// hash before the task could read as expired.
+#[tokio::test]
+async fn the_hash_outlives_the_ttl_from_creation_when_ids_run_ahead_of_the_clock() -> Result<()> {
+    let ctx = with_worker_env(&[("MCPT_DEFAULT_TTL", "1500ms".to_owned())]).await?;
+    let client = ctx.client();
+    // The queue's last id 10 s ahead of Redis' clock (the entry itself deleted at once, so
+    // no worker reads it; the stream keeps its last id).
+    let ahead = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis()
+        + 10_000;
+    let queue = mcp_tasks_store::keys::queue_key("default");
+    let entry = ctx
+        .redis
+        .cli(&["XADD", &queue, &format!("{ahead}-0"), "probe", "1"])?;
+    ctx.redis.cli(&["XDEL", &queue, entry.trim()])?;
+    let created = create(&client, "sleep", json!({"ms": 60_000})).await?;
+    let id = created["taskId"].as_str().context("id")?;
+    let born = check::ts_ms(created["createdAt"].as_str().context("createdAt")?);
+    assert!(
+        born >= ahead as i64,
+        "createdAt {born} is not the entry id's {ahead}"
+    );
+    let pttl: i64 = ctx
+        .redis
+        .cli(&["PTTL", &ctx.redis.task_key(id)?])?
+        .trim()
+        .parse()?;
+    // createdAt + 1500 ms TTL + 1500 ms to read as expired, from a clock 10 s behind.
+    assert!(
+        pttl > 10_000 + 1500,
+        "PTTL {pttl}: the hash would go before the TTL ends"
+    );
+    ctx.cleanup().await;
+    Ok(())
+}
+
 /// T-52: a task that expires while its handler waits for input is let go by the worker:
 /// the handler stops and the job is acknowledged (no subscription or entry left behind).
 #[tokio::test]
