@@ -150,10 +150,10 @@ pub(crate) type Rejection = (Option<Id>, DispatchError);
 
 /// The body in one pass: the members of the request object, of its `params` and of their
 /// `_meta`. The members the gateway reads are built as they are scanned; the others
-/// (`clientInfo`, unknown `_meta` keys, `result`) are scanned and dropped ([`Skip`]), so
-/// they cost no tree of maps: building the whole body as a `Value` was a fifth of the
-/// gateway's instructions per request. serde_json's nesting limit holds over the whole body
-/// either way.
+/// (`clientInfo`, unknown `_meta` keys, `result`) are scanned and dropped
+/// ([`Level::Unread`]), so they cost no tree of maps: building the whole body as a `Value`
+/// was a fifth of the gateway's instructions per request. serde_json's nesting limit holds
+/// over the whole body either way.
 enum Top<'a> {
     Object(Members<'a>),
     Array,
@@ -222,14 +222,17 @@ impl<'a> Members<'a> {
     }
 }
 
-/// Where in the body an object is, and so which of its members are built, which is read
-/// member by member (`params` in the request, `_meta` in `params`), and which are only
-/// scanned ([`Skip`]).
-#[derive(Clone, Copy)]
+/// Where in the body a value is, and so which of an object's members are built, which is
+/// read member by member (`params` in the request, `_meta` in `params`), and which are
+/// only scanned (`Unread`). An unread value is visited, not skipped as raw text, so serde's
+/// nesting limit, number range and escape checks hold in it: a body nested too deep, with
+/// a number no float holds or a lone surrogate anywhere stays a parse error (-32700).
+#[derive(Clone, Copy, PartialEq)]
 enum Level {
     Request,
     Params,
     Meta,
+    Unread,
 }
 
 impl Level {
@@ -238,7 +241,7 @@ impl Level {
         match self {
             Level::Request => Some(("params", Level::Params)),
             Level::Params => Some((META, Level::Meta)),
-            Level::Meta => None,
+            Level::Meta | Level::Unread => None,
         }
     }
 
@@ -253,6 +256,7 @@ impl Level {
                     || name == CLIENT_CAPABILITIES_KEY
                     || name == TRACEPARENT_KEY
             }
+            Level::Unread => false,
         }
     }
 }
@@ -270,6 +274,12 @@ impl<'de> Visitor<'de> for Level {
         f.write_str("a JSON value")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top<'de>, A::Error> {
+        if self == Level::Unread {
+            while map.next_key::<IgnoredAny>()?.is_some() {
+                map.next_value_seed(Level::Unread)?;
+            }
+            return Ok(Top::Object(Members(Vec::new())));
+        }
         let mut members = Vec::with_capacity(map.size_hint().unwrap_or(4));
         while let Some(Name(name)) = map.next_key()? {
             let slot = match self.nested() {
@@ -279,7 +289,7 @@ impl<'de> Visitor<'de> for Level {
                 },
                 _ if self.keeps(&name) => Slot::Value(map.next_value()?),
                 _ => {
-                    map.next_value_seed(Skip)?;
+                    map.next_value_seed(Level::Unread)?;
                     Slot::Skipped
                 }
             };
@@ -288,7 +298,7 @@ impl<'de> Visitor<'de> for Level {
         Ok(Top::Object(Members(members)))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Top<'de>, A::Error> {
-        while seq.next_element_seed(Skip)?.is_some() {}
+        while seq.next_element_seed(Level::Unread)?.is_some() {}
         Ok(Top::Array)
     }
     fn visit_bool<E>(self, _: bool) -> Result<Top<'de>, E> {
@@ -308,53 +318,6 @@ impl<'de> Visitor<'de> for Level {
     }
     fn visit_unit<E>(self) -> Result<Top<'de>, E> {
         Ok(Top::Other)
-    }
-}
-
-/// A value the gateway does not read, scanned and dropped. It is visited, not skipped as
-/// raw text, so serde_json's nesting limit and number range hold in it: a body nested too
-/// deep, or with a number no float holds, anywhere stays a parse error (-32700).
-struct Skip;
-
-impl<'de> DeserializeSeed<'de> for Skip {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(Skip)
-    }
-}
-
-impl<'de> Visitor<'de> for Skip {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while map.next_key::<IgnoredAny>()?.is_some() {
-            map.next_value_seed(Skip)?;
-        }
-        Ok(())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(Skip)?.is_some() {}
-        Ok(())
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
     }
 }
 
