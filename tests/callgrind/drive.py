@@ -8,8 +8,9 @@ callgrind's instrumentation of the measured process switched on only around them
     drive.py PORT gateway N PID T     a completed task first; then instrumentation on in PID
                                       and T clients each send N/T tools/call and N/T
                                       tasks/get of that task; instrumentation off
-    drive.py PORT redis N PID T       as gateway, then 2 s for the worker to end the last
-                                      tasks before instrumentation goes off
+    drive.py PORT redis N PID T       as gateway, then each client polls the tasks it
+                                      created until completed (one more tasks/get each,
+                                      mostly) before instrumentation goes off
 """
 
 import http.client
@@ -114,16 +115,18 @@ def main():
         until_completed(conn, done)
 
         def each(c):
+            created = []
             for _ in range(per_client):
-                call(c)
+                created.append(call(c))
                 if rpc(c, "tasks/get", {"taskId": done}, done)["status"] != "completed":
                     sys.exit("drive.py: the completed task is not completed")
+            if mode == "redis":
+                # The worker's part of each task (its read and finish) is in the unit: wait
+                # for it, at the cost of one more tasks/get per task (more if not done yet).
+                for task in created:
+                    until_completed(c, task)
         instrument(pid, True)
         clients(port, count, each)
-        if mode == "redis":
-            # The worker's part of the last tasks (its read and finish) runs after the
-            # clients are done.
-            time.sleep(2)
         instrument(pid, False)
     else:
         sys.exit(f"drive.py: unknown mode {mode}")

@@ -11,9 +11,9 @@
 # CLIENTS concurrent keep-alive clients (default 1000 and 8): for the gateway a unit is
 # one `tools/call sleep` plus one `tasks/get` of a completed task, for a worker one
 # `sleep ms=0` job (its client polls `tasks/get` until it is completed), for Redis the
-# gateway's unit with the worker's part of the task it creates (its read and finish;
-# Redis runs under valgrind, so each call is slower, but instructions do not depend on
-# that). Prints the
+# gateway's unit with the worker's part of the task it creates (its read and finish,
+# waited for by one more `tasks/get` of that task, rarely two; Redis runs under valgrind,
+# so each call is slower, but instructions do not depend on that). Prints the
 # instructions per unit, and leaves the profile in target/callgrind/ for
 # `callgrind_annotate`.
 set -euo pipefail
