@@ -34,7 +34,9 @@ redis.call('HSET', KEYS[1], 'status', 'working', 'created', now, 'updated', now,
 -- failover to a replica whose clock is behind, the entry id (which never goes back) is
 -- ahead of it, and a relative expiry would end the hash before the task reads as expired.
 if ARGV[2] ~= '' then
-  redis.call('PEXPIREAT', KEYS[1], tonumber(now) + tonumber(ARGV[8]))
+  -- Both are digits: summed by arithmetic (one strtod each, where tonumber() is two), and
+  -- the sum handed on as text ('%d'), not as a number Redis would format with '%.17g'.
+  redis.call('PEXPIREAT', KEYS[1], string.format('%d', now + ARGV[8]))
 end
 if rate > 0 or active > 0 then
   limit_count(KEYS[3], KEYS[4], rate, active, ARGV[1], ARGV[2], tonumber(now))

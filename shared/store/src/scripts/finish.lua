@@ -11,7 +11,11 @@
 -- Returns: {'ok'} | {'gone'} | {'terminal', status} | {'fenced'}
 -- The usual path: HGETALL, HSET, PUBLISH, XACK, XDEL; on one Redis HMGET, HSET,
 -- PUBSUB NUMSUB (and HGETALL and PUBLISH when watched), XACK, XDEL.
-STAMP = tonumber(ARGV[9])
+-- The worker's clock is digits (ms since the epoch): numbers are made of it, and of the
+-- task's times, by arithmetic (one strtod each; tonumber() is two), and lastUpdatedAt is
+-- written from its text (STAMP_TEXT).
+STAMP_TEXT = ARGV[9]
+STAMP = ARGV[9] + 0
 -- On one Redis (NUMSUB set) the fields checked, the whole state read only if someone is
 -- watching; elsewhere every change is published, and one HGETALL serves both.
 local task
@@ -29,7 +33,7 @@ if is_terminal(task.status) then
   return {'terminal', task.status}
 end
 if task.ttl and task.ttl ~= '' and STAMP and task.created
-    and STAMP >= tonumber(task.created) + tonumber(task.ttl)
+    and STAMP >= task.created + task.ttl
     and past_ttl(task.created, task.ttl) then
   -- Work that ends after its TTL ends failed, whatever it produced.
   expire(KEYS[1], ARGV[1], task.created, task.ttl, task.updated)

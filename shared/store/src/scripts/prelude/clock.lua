@@ -17,3 +17,18 @@ local STAMP = nil
 local function stamp_ms()
   return STAMP or now_ms()
 end
+
+-- The caller's clock as it was given (decimal digits), when it was: lastUpdatedAt is
+-- written from it as text, without a number conversion (a strtod) and a format back.
+local STAMP_TEXT = nil
+
+-- The later of two times in ms written as decimal digits (no sign, no leading zeros, as
+-- every time these scripts store is written): the longer, else the greater as text.
+local function later_text(a, b)
+  if #a ~= #b then
+    if #a > #b then return a end
+    return b
+  end
+  if a > b then return a end
+  return b
+end

@@ -68,10 +68,8 @@ end
 -- loaded).
 local function commit(key, channel, task, changes, observable)
   if observable then
-    local now = stamp_ms()
-    local prev = tonumber(task.updated or '0') or 0
-    if prev > now then now = prev end
-    changes.updated = string.format('%d', now)
+    changes.updated = later_text(STAMP_TEXT or string.format('%d', stamp_ms()),
+      task.updated or '0')
     changes.ver = string.format('%d', (tonumber(task.ver or '0') or 0) + 1)
   end
   local args = {}
