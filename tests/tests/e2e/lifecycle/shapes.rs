@@ -144,6 +144,49 @@ async fn last_updated_at_never_decreases() -> Result<()> {
     Ok(())
 }
 
+/// T-11: an observable change (the sleep's step message, then its finish) writes the later
+/// of the writer's clock and the stored `lastUpdatedAt`, compared as digits (the scripts
+/// make no number of either): a stored time a day ahead of every clock stays, and a stored
+/// time with fewer digits (`5`, the greater as text) gives way to the clock.
+#[tokio::test]
+async fn observable_changes_keep_the_later_last_updated_at() -> Result<()> {
+    let ctx = TestContext::start(1, 1).await?;
+    let client = ctx.client();
+    let now_ms = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_millis(),
+    )?;
+    let ahead = now_ms + 86_400_000;
+    for (stored, expect_stored) in [(ahead.to_string(), true), ("5".to_owned(), false)] {
+        let created = create(&client, "sleep", json!({"ms": 1_000})).await?;
+        let id = created["taskId"].as_str().context("id")?;
+        // Starting writes no time: the step message and the finish are the next to.
+        ctx.redis
+            .cli(&["HSET", &ctx.redis.task_key(id)?, "updated", &stored])?;
+        let seen = until_terminal(&client, id, WITHIN).await?;
+        let last = seen.last().context("seen")?;
+        assert_eq!(last["status"], "completed", "{last}");
+        let updated = check::ts_ms(last["lastUpdatedAt"].as_str().context("lastUpdatedAt")?);
+        if expect_stored {
+            assert_eq!(
+                updated, ahead,
+                "the finish moved lastUpdatedAt back: {last}"
+            );
+        } else {
+            // The worker's clock at the finish, a second after the creation (a stored time
+            // before createdAt would read as createdAt).
+            let born = check::ts_ms(created["createdAt"].as_str().context("createdAt")?);
+            assert!(
+                updated >= born + 900 && updated < ahead,
+                "stored {stored} kept over the worker's clock: {last}"
+            );
+        }
+    }
+    ctx.cleanup().await;
+    Ok(())
+}
+
 /// T-15, T-16: `test_tool_with_task` asks its MRTR question on `tools/call` before any task
 /// exists; the retry with the answer gets a plain `CreateTaskResult`, and the task uses it.
 #[tokio::test]
