@@ -138,7 +138,9 @@ pub(crate) async fn start(
     let job = Job {
         tool: name.clone(),
         args,
-        caps: req.take_capabilities(),
+        // Raw in the job: a worker parses them only when its tool asks for input.
+        caps: serde_json::value::to_raw_value(&req.take_capabilities())
+            .map_err(|e| DispatchError::Internal(format!("client capabilities: {e}")))?,
         pre,
         owner: req.owner.clone(),
         // This request's span when spans are exported (the worker's run is its child),

@@ -25,7 +25,9 @@ struct Inner {
     store: Store,
     task_id: String,
     fence: Fence,
-    caps: Value,
+    /// The call's client capabilities as stored, parsed at their first use.
+    caps: Box<serde_json::value::RawValue>,
+    caps_parsed: std::sync::OnceLock<Value>,
     pre: serde_json::Map<String, Value>,
     /// Latest known state of the task, fed by the runner's event monitor.
     latest: watch::Receiver<Option<TaskRecord>>,
@@ -72,7 +74,7 @@ pub(crate) struct ContextParts {
     pub(crate) store: Store,
     pub(crate) task_id: String,
     pub(crate) fence: Fence,
-    pub(crate) caps: Value,
+    pub(crate) caps: Box<serde_json::value::RawValue>,
     pub(crate) pre: serde_json::Map<String, Value>,
     pub(crate) latest: watch::Receiver<Option<TaskRecord>>,
     pub(crate) stop: CancellationToken,
@@ -144,6 +146,15 @@ where
     }
 }
 
+impl Inner {
+    /// The client capabilities, parsed the first time they are read. They were valid JSON
+    /// when the job was read (a raw value is checked whole); `null` should that ever fail.
+    fn capabilities(&self) -> &Value {
+        self.caps_parsed
+            .get_or_init(|| serde_json::from_str(self.caps.get()).unwrap_or_default())
+    }
+}
+
 impl TaskContext {
     pub(crate) fn new(parts: ContextParts) -> Self {
         TaskContext {
@@ -152,6 +163,7 @@ impl TaskContext {
                 task_id: parts.task_id,
                 fence: parts.fence,
                 caps: parts.caps,
+                caps_parsed: std::sync::OnceLock::new(),
                 pre: parts.pre,
                 latest: parts.latest,
                 stop: parts.stop,
@@ -174,7 +186,7 @@ impl TaskContext {
 
     /// Client capabilities of the call that created the task.
     pub fn client_capabilities(&self) -> &Value {
-        &self.inner.caps
+        self.inner.capabilities()
     }
 
     /// The answer to the tool's MRTR request `key` (see [`crate::ToolSpec::pre_input`]).
@@ -290,7 +302,7 @@ impl TaskContext {
         for (key, req) in &requests {
             req.kind().map_err(ToolError::internal)?;
             let need = Capability::for_input_method(&req.method, &req.params);
-            if let Some(missing) = need.and_then(|c| missing_capabilities(&[c], &i.caps)) {
+            if let Some(missing) = need.and_then(|c| missing_capabilities(&[c], i.capabilities())) {
                 return Err(ToolError::Protocol(ErrorObject::missing_capability(
                     format!(
                         "the client did not declare the capability {} needs",

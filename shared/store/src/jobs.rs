@@ -6,19 +6,22 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::entries::Entry;
 use crate::{JobReader, Store, StoreResult, keys, replies};
 
 /// The stream entry a worker runs: everything the handler needs besides the task hash.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Job {
     /// Tool name.
     pub tool: String,
     /// Validated arguments.
     pub args: Value,
-    /// Client capabilities of the originating `tools/call` (T-45).
-    pub caps: Value,
+    /// Client capabilities of the originating `tools/call` (T-45), as the call wrote them:
+    /// a worker reads them only when its tool asks for input, so they are not parsed into
+    /// a `Value` (a map per object) for every job.
+    pub caps: Box<RawValue>,
     /// Answers to the tool's MRTR round, if it has one.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub pre: serde_json::Map<String, Value>,

@@ -21,7 +21,7 @@ async fn queue_sleep(store: &Store) -> Result<String> {
     let job = Job {
         tool: "sleep".into(),
         args: json!({"ms": 0}),
-        caps: json!({}),
+        caps: serde_json::value::RawValue::from_string("{}".to_owned())?,
         pre: serde_json::Map::new(),
         traceparent: None,
         owner: OWNER.into(),

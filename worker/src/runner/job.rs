@@ -536,7 +536,7 @@ fn record_finish(d: &Delivery, finish: &Finish) {
 /// MRTR answers, moved out of the delivery rather than deep-copied per run.
 struct Inputs {
     args: Value,
-    caps: Value,
+    caps: Box<serde_json::value::RawValue>,
     pre: serde_json::Map<String, Value>,
 }
 
@@ -546,7 +546,7 @@ impl Inputs {
     fn take(job: &mut Job) -> Inputs {
         Inputs {
             args: std::mem::take(&mut job.args),
-            caps: std::mem::take(&mut job.caps),
+            caps: std::mem::replace(&mut job.caps, serde_json::value::RawValue::NULL.to_owned()),
             pre: std::mem::take(&mut job.pre),
         }
     }

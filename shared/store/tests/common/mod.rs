@@ -27,7 +27,7 @@ pub(crate) async fn queued_task(
     let job = Job {
         tool: "deploy".into(),
         args: serde_json::json!({"repo": "web"}),
-        caps: serde_json::json!({}),
+        caps: serde_json::value::RawValue::from_string("{}".to_owned()).expect("raw {}"),
         pre: serde_json::Map::new(),
         traceparent: None,
         owner: owner.into(),

@@ -41,7 +41,7 @@ pub(crate) async fn redis_limit(
     let job = Arc::new(Job {
         tool: "sleep".into(),
         args: json!({"ms": 0}),
-        caps: caps_tasks(),
+        caps: serde_json::value::to_raw_value(&caps_tasks())?,
         pre: serde_json::Map::new(),
         traceparent: None,
         owner: "anonymous".into(),
