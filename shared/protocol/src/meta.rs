@@ -28,27 +28,21 @@ pub fn server_meta() -> Value {
 }
 
 /// [`server_meta`] as a field of the results sent most (tasks/get, a created task, the
-/// empty acknowledgement): written as it serializes, with no `Value` built per response.
+/// empty acknowledgement): its text, built once, copied into each response.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ServerMeta;
 
 impl serde::Serialize for ServerMeta {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(serde::Serialize)]
-        struct Info {
-            name: &'static str,
-            version: &'static str,
-        }
-        use serde::ser::SerializeMap as _;
-        let mut map = s.serialize_map(Some(1))?;
-        map.serialize_entry(
-            SERVER_INFO_KEY,
-            &Info {
-                name: SERVER_NAME,
-                version: SERVER_VERSION,
-            },
-        )?;
-        map.end()
+        // Built once: serde_json copies a raw value's text as it is, where a map of a map
+        // would scan every key and value for characters to escape on each response.
+        static TEXT: std::sync::OnceLock<Box<serde_json::value::RawValue>> =
+            std::sync::OnceLock::new();
+        TEXT.get_or_init(|| {
+            serde_json::value::to_raw_value(&server_meta())
+                .unwrap_or_else(|e| unreachable!("a Value always serializes: {e}"))
+        })
+        .serialize(s)
     }
 }
 
@@ -154,6 +148,25 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&ServerMeta).unwrap(),
             serde_json::to_string(&server_meta()).unwrap()
+        );
+        // As a member of a result, as text and as a `Value`.
+        #[derive(serde::Serialize)]
+        struct Result {
+            n: u8,
+            #[serde(rename = "_meta")]
+            meta: ServerMeta,
+        }
+        let r = Result {
+            n: 1,
+            meta: ServerMeta,
+        };
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            format!(r#"{{"n":1,"_meta":{}}}"#, server_meta())
+        );
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            json!({"n": 1, "_meta": server_meta()})
         );
     }
 
