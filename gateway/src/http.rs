@@ -101,17 +101,54 @@ fn refuse(status: StatusCode, message: &str) -> Box<Response<ResBody>> {
 
 /// The media types a header lists, over all its lines (RFC 9110 §5.3), as written: compare
 /// them with [`media_type_allows`]. `None` when a line is not text.
-fn media_types(headers: &hyper::HeaderMap, name: header::HeaderName) -> Option<Vec<&str>> {
-    let mut types = Vec::new();
-    for line in headers.get_all(name) {
-        let line = line.to_str().ok()?;
-        types.extend(
-            line.split(',')
-                .map(|part| part.split(';').next().unwrap_or("").trim())
-                .filter(|t| !t.is_empty()),
-        );
+fn media_types<'h>(
+    headers: &'h hyper::HeaderMap,
+    name: &header::HeaderName,
+) -> Option<MediaTypes<'h>> {
+    let lines = headers.get_all(name);
+    if lines.iter().any(|line| line.to_str().is_err()) {
+        return None;
     }
-    Some(types)
+    Some(MediaTypes {
+        lines: lines.iter(),
+        rest: "",
+    })
+}
+
+/// The media types of a header's lines, in order: each comma-separated item without its
+/// parameters (`;…`), trimmed, empty items left out. Scanned byte by byte, with nothing
+/// collected: `,` and `;` are ASCII, so every slice ends on a character boundary.
+struct MediaTypes<'h> {
+    lines: header::ValueIter<'h, hyper::header::HeaderValue>,
+    /// What is left of the current line.
+    rest: &'h str,
+}
+
+impl<'h> Iterator for MediaTypes<'h> {
+    type Item = &'h str;
+
+    fn next(&mut self) -> Option<&'h str> {
+        loop {
+            if self.rest.is_empty() {
+                // Every line is text: `media_types` checked them.
+                self.rest = self.lines.next()?.to_str().ok()?;
+                continue;
+            }
+            let (item, rest) = match self.rest.bytes().position(|b| b == b',') {
+                Some(i) => (&self.rest[..i], &self.rest[i + 1..]),
+                None => (self.rest, ""),
+            };
+            self.rest = rest;
+            let media_type = match item.bytes().position(|b| b == b';') {
+                Some(i) => &item[..i],
+                None => item,
+            }
+            .trim_ascii();
+            if !media_type.is_empty() {
+                return Some(media_type);
+            }
+        }
+    }
 }
 
 /// Whether the listed media `range` (`type/subtype`, `type/*` or `*/*`, any case) takes
@@ -247,10 +284,8 @@ async fn session_stream_or_end(
     if req.method() == Method::DELETE {
         return legacy::end(state, owner, &sid).await;
     }
-    let accepts_sse = media_types(req.headers(), header::ACCEPT)
-        .unwrap_or_default()
-        .iter()
-        .any(|t| media_type_allows(t, "text/event-stream"));
+    let accepts_sse = media_types(req.headers(), &header::ACCEPT)
+        .is_some_and(|mut types| types.any(|t| media_type_allows(t, "text/event-stream")));
     legacy::get(state, owner, &sid, accepts_sse).await
 }
 
@@ -266,25 +301,38 @@ struct Post {
 
 /// Content-Type must be JSON and Accept must allow JSON or SSE.
 fn check_post_headers(headers: &HeaderMap) -> Step<Post> {
-    let content_type = media_types(headers, header::CONTENT_TYPE).unwrap_or_default();
-    if !matches!(content_type.as_slice(), [t] if t.eq_ignore_ascii_case("application/json")) {
+    let json = |t: &str| t.eq_ignore_ascii_case("application/json");
+    let sole = media_types(headers, &header::CONTENT_TYPE).and_then(|mut types| {
+        let first = types.next();
+        first.filter(|_| types.next().is_none())
+    });
+    if !sole.is_some_and(json) {
         return Err(refuse(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "Content-Type must be application/json",
         ));
     }
     // An Accept header that is not text names nothing acceptable.
-    let absent = headers.get(header::ACCEPT).is_none();
-    let accept = media_types(headers, header::ACCEPT).unwrap_or_default();
-    let accepts = |t: &str| absent || accept.iter().any(|a| media_type_allows(a, t));
-    if !accepts("application/json") && !accepts("text/event-stream") {
+    let (accepts_json, accepts_sse) = if headers.get(header::ACCEPT).is_none() {
+        (true, true)
+    } else {
+        media_types(headers, &header::ACCEPT).map_or((false, false), |types| {
+            types.fold((false, false), |(json, sse), a| {
+                (
+                    json || media_type_allows(a, "application/json"),
+                    sse || media_type_allows(a, "text/event-stream"),
+                )
+            })
+        })
+    };
+    if !accepts_json && !accepts_sse {
         return Err(refuse(
             StatusCode::NOT_ACCEPTABLE,
             "Accept must allow application/json or text/event-stream",
         ));
     }
     Ok(Post {
-        accepts_sse: accepts("text/event-stream"),
+        accepts_sse,
         routing: Routing::from_headers(headers),
         traceparent: headers
             .get(&TRACEPARENT)
@@ -442,11 +490,21 @@ mod tests {
             HeaderValue::from_static("application/json; q=0.9, , text/event-stream"),
         );
         headers.append(header::ACCEPT, HeaderValue::from_static(" */* "));
+        fn listed(headers: &HeaderMap) -> Option<Vec<&str>> {
+            media_types(headers, &header::ACCEPT).map(Iterator::collect)
+        }
         assert_eq!(
-            media_types(&headers, header::ACCEPT),
+            listed(&headers),
             Some(vec!["application/json", "text/event-stream", "*/*"])
         );
+        // Empty lines and items, and a line of parameters only, list nothing.
+        let mut sparse = HeaderMap::new();
+        for line in ["", ",", " ; q=1", "a/b;x=1,c/d ,", "", "e/f"] {
+            sparse.append(header::ACCEPT, HeaderValue::from_static(line));
+        }
+        assert_eq!(listed(&sparse), Some(vec!["a/b", "c/d", "e/f"]));
+        assert_eq!(listed(&HeaderMap::new()), Some(vec![]));
         headers.append(header::ACCEPT, HeaderValue::from_bytes(b"caf\xe9").unwrap());
-        assert_eq!(media_types(&headers, header::ACCEPT), None);
+        assert_eq!(listed(&headers), None);
     }
 }
