@@ -5,7 +5,9 @@
 -- (0: the run never took one)
 -- ARGV[5] status  ARGV[6] field ('result' | 'error' | '')  ARGV[7] payload JSON
 -- ARGV[8] status message ('' = keep)
--- ARGV[9] the worker's clock (ms): it stamps lastUpdatedAt (never moving it back), and only
+-- ARGV[9] the worker's clock (ms; decimal digits only, as Store::finish sends it: it is
+--         compared as text and summed by arithmetic, and anything else is a script error):
+--         it stamps lastUpdatedAt (never moving it back), and only
 --         when it says the TTL has passed is Redis' clock read (TIME) to confirm — as in
 --         start.lua, so the usual path needs no TIME.
 -- Returns: {'ok'} | {'gone'} | {'terminal', status} | {'fenced'}
