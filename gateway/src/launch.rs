@@ -314,40 +314,48 @@ async fn create(state: &State, new: &NewTask<'_>) -> Result<i64, DispatchError> 
 /// limit the owner's finished tasks are pruned from the count first (they leave it
 /// lazily), then it is tried once more.
 async fn create_within_counts(state: &State, new: &NewTask<'_>) -> Result<i64, DispatchError> {
-    let limits = &state.config.limits;
-    let mut pruned = false;
-    loop {
-        match state.store.create_task(new).await? {
-            Created::At(at) => return Ok(at),
-            Created::Limited(Limit::Active) if !pruned => {
-                pruned = true;
-                if state.store.prune_active(new.owner).await? == 0 {
-                    continue_limited(limits.active_tasks)?;
-                }
-            }
-            Created::Limited(Limit::Active) => continue_limited(limits.active_tasks)?,
-            Created::Limited(Limit::PerMinute) => {
-                return Err(DispatchError::Limited {
-                    message: format!(
-                        "Too many tasks: at most {} tasks per minute per caller (MCPT_LIMIT_TASKS_PER_MINUTE); retry in a minute",
-                        limits.tasks_per_minute
-                    ),
-                    limit: "tasks_per_minute",
-                    max: u64::from(limits.tasks_per_minute),
-                });
-            }
+    if let Some(at) = create_counted(state, new).await? {
+        return Ok(at);
+    }
+    {
+        // One prune of an owner's set at a time in this process: a burst at the limit
+        // would read the whole set once per request. Those that waited read what is left.
+        let _pruning = state.prunes.lock(new.owner).await;
+        state.store.prune_active(new.owner).await?;
+    }
+    // Tried again whatever this prune found: another request's prune may have made room.
+    create_counted(state, new)
+        .await?
+        .ok_or_else(|| active_limited(state.config.limits.active_tasks))
+}
+
+/// One create: `None` when refused at the unfinished-task limit.
+async fn create_counted(state: &State, new: &NewTask<'_>) -> Result<Option<i64>, DispatchError> {
+    match state.store.create_task(new).await? {
+        Created::At(at) => Ok(Some(at)),
+        Created::Limited(Limit::Active) => Ok(None),
+        Created::Limited(Limit::PerMinute) => {
+            let limits = &state.config.limits;
+            Err(DispatchError::Limited {
+                message: format!(
+                    "Too many tasks: at most {} tasks per minute per caller (MCPT_LIMIT_TASKS_PER_MINUTE); retry in a minute",
+                    limits.tasks_per_minute
+                ),
+                limit: "tasks_per_minute",
+                max: u64::from(limits.tasks_per_minute),
+            })
         }
     }
 }
 
-fn continue_limited(max: u32) -> Result<(), DispatchError> {
-    Err(DispatchError::Limited {
+fn active_limited(max: u32) -> DispatchError {
+    DispatchError::Limited {
         message: format!(
             "Too many unfinished tasks: at most {max} per caller (MCPT_LIMIT_ACTIVE_TASKS); wait for one to finish or cancel one"
         ),
         limit: "active_tasks",
         max: u64::from(max),
-    })
+    }
 }
 
 /// Cancels the task if dropped while armed (the request future was dropped: the client left).

@@ -1,6 +1,7 @@
 //! [`State`]: what every request of one gateway process shares (configuration, the store,
 //! the event hub, the tool registry, the authenticator), built once by `run`.
 
+use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use mcp_tasks_shared::config::GatewayConfig;
@@ -29,11 +30,35 @@ pub(crate) struct State {
     pub(crate) streams_end: CancellationToken,
     /// The operator's console, when `MCPT_CONSOLE=on`.
     pub(crate) console: Option<console::Console>,
+    /// Taken while an owner's unfinished set is pruned.
+    pub(crate) prunes: OwnerLocks,
 }
 
 impl State {
     /// Whether the gateway still takes new work (`/readyz`).
     pub(crate) fn ready(&self) -> bool {
         self.ready.load(Ordering::Relaxed)
+    }
+}
+
+/// Locks by owner, striped: owners that share a stripe wait for each other, which is
+/// harmless for the rare work they guard, and nothing is kept per owner.
+pub(crate) struct OwnerLocks {
+    stripes: [tokio::sync::Mutex<()>; 32],
+    hasher: RandomState,
+}
+
+impl OwnerLocks {
+    pub(crate) fn new() -> OwnerLocks {
+        OwnerLocks {
+            stripes: std::array::from_fn(|_| tokio::sync::Mutex::new(())),
+            hasher: RandomState::new(),
+        }
+    }
+
+    /// `owner`'s stripe, held until the guard drops.
+    pub(crate) async fn lock(&self, owner: &str) -> tokio::sync::MutexGuard<'_, ()> {
+        let stripe = self.hasher.hash_one(owner) as usize % self.stripes.len();
+        self.stripes[stripe].lock().await
     }
 }

@@ -336,6 +336,46 @@ async fn per_principal_limits_trip_and_recover() -> Result<()> {
     Ok(())
 }
 
+/// A burst of creates at the unfinished-task limit, when the tasks that fill it have
+/// finished, is not refused: finished tasks leave the count lazily, so each refused create
+/// prunes the owner's set (one at a time per gateway) and tries once more, whichever
+/// request's prune made the room.
+#[tokio::test]
+async fn a_burst_at_the_unfinished_limit_is_not_refused_once_tasks_finished() -> Result<()> {
+    let dir = Dir::new("burst")?;
+    let mut env = token_env(&dir)?;
+    env.push(("MCPT_LIMIT_ACTIVE_TASKS", "24".to_owned()));
+    env.push(("MCPT_LIMIT_TASKS_PER_MINUTE", "0".to_owned()));
+    let redis = RedisServer::start()?;
+    let gateway = Gateway::start(&redis.url(), &env)?;
+    let _worker = Worker::start(&redis.url(), &[])?;
+    let alice = gateway.client().with_token(ALICE);
+    alice.wait_for_tool("sleep").await?;
+    // Each round fills the set; from the second on, every create meets a full set of
+    // finished tasks.
+    for round in 0..8 {
+        let mut burst = tokio::task::JoinSet::new();
+        for _ in 0..24 {
+            let alice = alice.clone();
+            burst.spawn(async move { alice.call("sleep", json!({"ms": 0}), &caps_tasks()).await });
+        }
+        let mut ids = Vec::new();
+        for reply in burst.join_all().await {
+            let reply = reply?;
+            let id = reply.body["result"]["taskId"]
+                .as_str()
+                .with_context(|| format!("round {round}: a create was refused: {}", reply.body))?;
+            ids.push(id.to_owned());
+        }
+        for id in &ids {
+            alice
+                .wait_status(id, "completed", Duration::from_secs(10))
+                .await?;
+        }
+    }
+    Ok(())
+}
+
 /// Size bounds: arguments over MCPT_MAX_ARGS_BYTES are refused before any task exists; a
 /// result over MCPT_MAX_RESULT_BYTES fails its task instead of filling Redis; too many
 /// `taskIds` in one listen are refused (T-56).
