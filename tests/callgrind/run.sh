@@ -62,8 +62,13 @@ case "$which" in gateway) gw=("${vg[@]}") ;; worker) wk=("${vg[@]}") ;; redis) r
 redis_pid=$!
 pids+=("$redis_pid")
 for _ in $(seq 100); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-export MCPT_REDIS_URL="redis://127.0.0.1:$redis_port" MCPT_LIMIT_TASKS_PER_MINUTE=0 \
-  MCPT_LIMIT_ACTIVE_TASKS=0 MCPT_LIMIT_LISTENERS=0
+# The owner limits are off unless the caller sets them: one client creating 1,000 tasks is
+# not the load they are for. `MCPT_LIMIT_TASKS_PER_MINUTE=6000 MCPT_LIMIT_ACTIVE_TASKS=1000`
+# (the defaults) measures the default create path, with one prune of the owner's
+# unfinished set per 1,000 tasks as in a steady load.
+export MCPT_REDIS_URL="redis://127.0.0.1:$redis_port" \
+  MCPT_LIMIT_TASKS_PER_MINUTE="${MCPT_LIMIT_TASKS_PER_MINUTE:-0}" \
+  MCPT_LIMIT_ACTIVE_TASKS="${MCPT_LIMIT_ACTIVE_TASKS:-0}" MCPT_LIMIT_LISTENERS=0
 MCPT_LISTEN_ADDR="127.0.0.1:$gateway_port" "${gw[@]}" "$bin/mcp-tasks-gateway" \
   >"$work/gateway.log" 2>&1 &
 gateway_pid=$!

@@ -13,13 +13,14 @@
 -- Returns: {created-at ms} | {'limit', 'rate' | 'active'}. The unfinished set holds task
 -- ids scored by when they expire; finished ones leave it when the caller prunes it at the
 -- limit (Store::prune_active). Ids carry 122 random bits: no existence check.
--- Without limits: XADD, HSET, PEXPIREAT (no TIME: the entry id is the clock).
+-- Without limits: XADD, HSET, PEXPIREAT (no TIME: the entry id is the clock). With them,
+-- below the unfinished limit: INCR, ZCARD, ZADD and a PEXPIREAT more.
 -- Numbers stay strings where they can: a tonumber() is two strtod calls, a number passed to
 -- redis.call a printf; together they were a tenth of this script's instructions.
-local rate = ARGV[9] == '0' and 0 or tonumber(ARGV[9])
-local active = ARGV[10] == '0' and 0 or tonumber(ARGV[10])
--- Refused attempts do not count against the rate; created tasks do (below).
-local refused = limit_refused(KEYS[3], KEYS[4], rate, active)
+local rate = ARGV[9] == '0' and 0 or ARGV[9] + 0
+local active = ARGV[10] == '0' and 0 or ARGV[10] + 0
+-- Counted against the rate here unless refused; held among the unfinished below.
+local refused, held = limit_refused(KEYS[3], KEYS[4], rate, active)
 if refused then return {'limit', refused} end
 -- The entry id is Redis' clock in ms (never behind the stream's last entry): it is the
 -- creation time, without a TIME call.
@@ -38,7 +39,5 @@ if ARGV[2] ~= '' then
   -- the sum handed on as text ('%d'), not as a number Redis would format with '%.17g'.
   redis.call('PEXPIREAT', KEYS[1], string.format('%d', now + ARGV[8]))
 end
-if rate > 0 or active > 0 then
-  limit_count(KEYS[3], KEYS[4], rate, active, ARGV[1], ARGV[2], tonumber(now))
-end
+if active > 0 then limit_hold(KEYS[4], held, ARGV[1], ARGV[2], now) end
 return {now}

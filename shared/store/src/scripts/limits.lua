@@ -7,8 +7,8 @@
 -- ARGV[1] task id  ARGV[2] ttl ms ('' = never expires)
 -- ARGV[3] tasks per minute allowed (0: no limit)  ARGV[4] unfinished tasks allowed (0: none)
 -- Returns: {'ok'} | {'limit', 'rate' | 'active'}
-local rate, active = tonumber(ARGV[3]), tonumber(ARGV[4])
-local refused = limit_refused(KEYS[1], KEYS[2], rate, active)
+local rate, active = ARGV[3] + 0, ARGV[4] + 0
+local refused, held = limit_refused(KEYS[1], KEYS[2], rate, active)
 if refused then return {'limit', refused} end
-limit_count(KEYS[1], KEYS[2], rate, active, ARGV[1], ARGV[2], now_ms())
+if active > 0 then limit_hold(KEYS[2], held, ARGV[1], ARGV[2], now_ms()) end
 return {'ok'}
