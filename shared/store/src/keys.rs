@@ -44,7 +44,8 @@ pub fn rate_key(owner: &str, minute: u64) -> String {
     ["mcpt:rate:{", owner, "}:", &minute.to_string()].concat()
 }
 
-/// `mcpt:active:{OWNER}` — an owner's unfinished tasks, scored by when they expire.
+/// `mcpt:active:{OWNER}` — an owner's unfinished tasks, scored by when they expire; the set
+/// expires with the longest-lived of them.
 pub fn active_key(owner: &str) -> String {
     ["mcpt:active:{", owner, "}"].concat()
 }

@@ -16,6 +16,7 @@
 //! | `mcpt:delayed:{NAME}` | sorted set | jobs of stream `mcpt:queue:{NAME}` waiting to be tried again (their fields as JSON), scored by when due | `retry.lua` (worker); `due.lua` moves them back | members leave when due |
 //! | `mcpt:running:{LIMIT}`, `mcpt:line:{LIMIT}`, `mcpt:asked:{LIMIT}` | sorted sets, hash | a concurrency limit's slots (task → lease end), its line (task → arrival), when each waiting task last asked ([`limits`]) | `acquire.lua`, workers' renewals and frees | slots lapse with their lease |
 //! | `mcpt:starts:{LIMIT}` | sorted set | a rate limit's starts in the window (task → ms) | `rate.lua` | a window after the last start |
+//! | `mcpt:rate:{OWNER}:MINUTE`, `mcpt:active:{OWNER}` | string, sorted set | tasks an owner created that minute; its unfinished tasks (id → when its TTL ends), finished ones pruned when the set reaches `MCPT_LIMIT_ACTIVE_TASKS` | `create.lua` (`limits.lua` in a cluster); the gateway's prune | 61 s after the minute's first; the set with its longest-lived task (never while one has no TTL) |
 //! | `mcpt:forward:{NAME}` | list | [`forward::Forwarded`] requests for an upstream's workers | gateways (`LPUSH`) | a minute past the last push |
 //! | `mcpt:forwarded:{GATEWAY}` | list | answers to one gateway process' forwarded requests (id + [`forward::ForwardReply`]) | workers (`LPUSH`) | a minute past the last answer |
 //!
