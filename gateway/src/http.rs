@@ -15,6 +15,7 @@ use hyper::header::{self, HeaderValue};
 use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use mcp_tasks_protocol::PROTOCOL_VERSION;
 use mcp_tasks_protocol::jsonrpc::{ErrorObject, INVALID_REQUEST, Id};
+use mcp_tasks_shared::metrics::{self, Outcome};
 use tracing::Instrument as _;
 
 use crate::envelope::{self, Body, Params};
@@ -227,17 +228,11 @@ async fn authenticate(state: &State, headers: &HeaderMap) -> Step<String> {
     // Refusals are counted and logged (the reason, never the credential), so guessing shows.
     tracing::info!(reason = %challenge.description, "request refused: not authenticated");
     let outcome = if challenge.unavailable {
-        "unavailable"
+        Outcome::Unavailable
     } else {
-        "unauthorized"
+        Outcome::Unauthorized
     };
-    mcp_tasks_shared::metrics::get().requests.add(
-        1,
-        &[
-            opentelemetry::KeyValue::new("rpc.method", "other"),
-            opentelemetry::KeyValue::new("outcome", outcome),
-        ],
-    );
+    metrics::count_request(None, outcome);
     if challenge.unavailable {
         let mut res = refuse(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -426,11 +421,11 @@ async fn dispatch_traced(
     async move {
         let outcome = crate::dispatch::dispatch(state, request, params, post.accepts_sse).await;
         let (response, status) = match outcome {
-            Ok(reply @ reply::Reply::Json(_)) => (reply::ok(reply), "ok"),
-            Ok(reply @ reply::Reply::Sse(_)) => (reply::ok(reply), "stream"),
+            Ok(reply @ reply::Reply::Json(_)) => (reply::ok(reply), Outcome::Ok),
+            Ok(reply @ reply::Reply::Sse(_)) => (reply::ok(reply), Outcome::Stream),
             Err(e) => {
                 e.log();
-                (e.response(Era::Current, Some(&id)), "error")
+                (e.response(Era::Current, Some(&id)), Outcome::Error)
             }
         };
         let elapsed = started.elapsed();
@@ -438,18 +433,19 @@ async fn dispatch_traced(
             target: "access",
             tracing::Level::INFO,
             rpc.method = %method,
-            outcome = status,
+            outcome = status.as_str(),
             http.status = response.status().as_u16(),
             latency_us = elapsed.as_micros() as u64,
             "request completed"
         );
-        let attrs = [
-            opentelemetry::KeyValue::new("rpc.method", method.as_str()),
-            opentelemetry::KeyValue::new("outcome", status),
-        ];
-        let m = mcp_tasks_shared::metrics::get();
-        m.requests.add(1, &attrs);
-        m.request_duration.record(elapsed.as_secs_f64(), &attrs);
+        metrics::count_request(Some(method), status);
+        metrics::get().request_duration.record(
+            elapsed.as_secs_f64(),
+            &[
+                opentelemetry::KeyValue::new("rpc.method", method.as_str()),
+                opentelemetry::KeyValue::new("outcome", status.as_str()),
+            ],
+        );
         response
     }
     .instrument(span)
