@@ -190,6 +190,13 @@ async fn metrics_endpoints_count_the_work() -> Result<()> {
     })
     .await
     .context("the parked task never counted as waiting for input")?;
+    // And as running (a parked job is still the worker's), which the three before no longer are.
+    let w2 = metrics_text(worker).await?;
+    assert_eq!(
+        metric_value(&w2, "mcpt_tasks_running", &waiting),
+        1.0,
+        "{w2}"
+    );
     client.cancel(&id).await?;
     let cancelled = [("tool_name", "ask"), ("task_status", "cancelled")];
     let g3 = metrics_text(gateway).await?;

@@ -34,7 +34,7 @@ impl Runner {
     ) {
         let _held = HeldGuard(self.clone(), d.stream.clone(), d.entry.clone());
         let started = Instant::now();
-        let _running = Running::start(&d.queue);
+        let _running = metrics::RunningJob::start(&d.queue);
         record_queue_wait(&d);
         let Some((tool, inputs)) = self.resolve(&mut d).await else {
             return;
@@ -549,27 +549,6 @@ impl Inputs {
             caps: std::mem::replace(&mut job.caps, serde_json::value::RawValue::NULL.to_owned()),
             pre: std::mem::take(&mut job.pre),
         }
-    }
-}
-
-/// Counts a job as running while alive.
-struct Running(opentelemetry::KeyValue);
-
-impl Running {
-    fn start(queue: &str) -> Self {
-        let [attr] = metrics::queue_attrs(queue);
-        metrics::get()
-            .tasks_running
-            .add(1, std::slice::from_ref(&attr));
-        Running(attr)
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        metrics::get()
-            .tasks_running
-            .add(-1, std::slice::from_ref(&self.0));
     }
 }
 
