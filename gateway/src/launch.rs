@@ -317,13 +317,11 @@ async fn create_within_counts(state: &State, new: &NewTask<'_>) -> Result<i64, D
     if let Some(at) = create_counted(state, new).await? {
         return Ok(at);
     }
-    {
-        // One prune of an owner's set at a time in this process: a burst at the limit
-        // would read the whole set once per request. Those that waited read what is left.
-        let _pruning = state.prunes.lock(new.owner).await;
-        state.store.prune_active(new.owner).await?;
-    }
-    // Tried again whatever this prune found: another request's prune may have made room.
+    state
+        .prunes
+        .run(new.owner, state.store.prune_active(new.owner))
+        .await?;
+    // Tried again whatever the prune found: another request's may have made room.
     create_counted(state, new)
         .await?
         .ok_or_else(|| active_limited(state.config.limits.active_tasks))

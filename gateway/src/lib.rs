@@ -124,7 +124,7 @@ pub async fn run(
         loopback_only: local.ip().is_loopback(),
         ready: AtomicBool::new(true),
         streams_end: CancellationToken::new(),
-        prunes: state::OwnerLocks::new(),
+        prunes: state::Prunes::new(),
         config,
     });
     let connections = Arc::new(conn::Connections::new(

@@ -1,8 +1,10 @@
 //! [`State`]: what every request of one gateway process shares (configuration, the store,
 //! the event hub, the tool registry, the authenticator), built once by `run`.
 
+use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use mcp_tasks_shared::config::GatewayConfig;
 use mcp_tasks_store::Store;
@@ -30,8 +32,8 @@ pub(crate) struct State {
     pub(crate) streams_end: CancellationToken,
     /// The operator's console, when `MCPT_CONSOLE=on`.
     pub(crate) console: Option<console::Console>,
-    /// Taken while an owner's unfinished set is pruned.
-    pub(crate) prunes: OwnerLocks,
+    /// Prunes of owners' unfinished sets at their limit.
+    pub(crate) prunes: Prunes,
 }
 
 impl State {
@@ -41,24 +43,110 @@ impl State {
     }
 }
 
-/// Locks by owner, striped: owners that share a stripe wait for each other, which is
-/// harmless for the rare work they guard, and nothing is kept per owner.
-pub(crate) struct OwnerLocks {
-    stripes: [tokio::sync::Mutex<()>; 32],
+/// Prunes of owners' unfinished sets (`Store::prune_active`), one at a time per stripe of
+/// owners, so a burst of requests at an owner's limit does not read the owner's whole set
+/// once each; nothing is kept per owner. A request that waited while a prune of its owner
+/// started skips its own: that prune read the set after this request was refused.
+pub(crate) struct Prunes {
+    stripes: [Stripe; 32],
     hasher: RandomState,
 }
 
-impl OwnerLocks {
-    pub(crate) fn new() -> OwnerLocks {
-        OwnerLocks {
-            stripes: std::array::from_fn(|_| tokio::sync::Mutex::new(())),
+#[derive(Default)]
+struct Stripe {
+    /// Held while a prune runs.
+    running: tokio::sync::Mutex<()>,
+    /// Prunes started on this stripe, and the owner (hashed) of the latest.
+    started: Mutex<(u64, u64)>,
+}
+
+impl Prunes {
+    pub(crate) fn new() -> Prunes {
+        Prunes {
+            stripes: std::array::from_fn(|_| Stripe::default()),
             hasher: RandomState::new(),
         }
     }
 
-    /// `owner`'s stripe, held until the guard drops.
-    pub(crate) async fn lock(&self, owner: &str) -> tokio::sync::MutexGuard<'_, ()> {
-        let stripe = self.hasher.hash_one(owner) as usize % self.stripes.len();
-        self.stripes[stripe].lock().await
+    /// Run `prune` of `owner`'s set after the prunes of its stripe before it, unless one of
+    /// `owner`'s started while this call waited.
+    pub(crate) async fn run<E>(
+        &self,
+        owner: &str,
+        prune: impl Future<Output = Result<usize, E>>,
+    ) -> Result<(), E> {
+        let key = self.hasher.hash_one(owner);
+        let stripe = &self.stripes[key as usize % self.stripes.len()];
+        let seen = lock(&stripe.started).0;
+        let _running = stripe.running.lock().await;
+        {
+            let mut started = lock(&stripe.started);
+            if started.0 != seen && started.1 == key {
+                return Ok(());
+            }
+            *started = (started.0 + 1, key);
+        }
+        prune.await.map(drop)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Of two requests of one owner waiting behind a running prune, one prunes and the other
+    /// skips (a prune of its owner began after it did); another owner's always prunes. The
+    /// running prune began before they did, so it does not excuse either.
+    #[tokio::test]
+    async fn a_prune_begun_while_waiting_spares_the_same_owner_only() {
+        let prunes = Arc::new(Prunes::new());
+        let ran = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (entered, in_first) = tokio::sync::oneshot::channel::<()>();
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let first = tokio::spawn({
+            let (prunes, ran) = (prunes.clone(), ran.clone());
+            async move {
+                prunes
+                    .run("alice", async move {
+                        entered.send(()).unwrap();
+                        released.await.unwrap();
+                        ran.lock().unwrap().push("alice");
+                        Ok::<usize, ()>(0)
+                    })
+                    .await
+            }
+        });
+        in_first.await.unwrap();
+        let waiting: Vec<_> = ["alice", "alice", "bob"]
+            .into_iter()
+            .map(|owner| {
+                let (prunes, ran) = (prunes.clone(), ran.clone());
+                tokio::spawn(async move {
+                    prunes
+                        .run(owner, async move {
+                            ran.lock().unwrap().push(owner);
+                            Ok::<usize, ()>(0)
+                        })
+                        .await
+                })
+            })
+            .collect();
+        // All three are waiting (or, for another stripe's owner, done) before the first ends.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        release.send(()).unwrap();
+        first.await.unwrap().unwrap();
+        for w in waiting {
+            w.await.unwrap().unwrap();
+        }
+        let mut ran = ran.lock().unwrap().clone();
+        ran.sort_unstable();
+        assert_eq!(ran, ["alice", "alice", "bob"], "one waiting alice skipped");
     }
 }
