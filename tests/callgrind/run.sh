@@ -84,6 +84,7 @@ done
 grep -q "listening on" "$work/gateway.log" || { echo "run.sh: the gateway did not start:" >&2; tail -5 "$work/gateway.log" >&2; exit 1; }
 grep -q "listening on" "$work/worker.log" || { echo "run.sh: the worker did not start:" >&2; tail -5 "$work/worker.log" >&2; exit 1; }
 
+echo "owner limits: $MCPT_LIMIT_TASKS_PER_MINUTE tasks a minute, $MCPT_LIMIT_ACTIVE_TASKS unfinished (0: off)" >&2
 echo "warming up (200 tasks, one at a time)" >&2
 python3 tests/callgrind/drive.py "$gateway_port" warm 200
 measured=$gateway_pid

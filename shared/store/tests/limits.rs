@@ -86,13 +86,22 @@ async fn refusals_count_nothing() {
         Created::At(_)
     ));
     assert_eq!(rate_count(&redis), "3");
-    // ...and the fourth is over the rate, refused without counting.
+    // ...and the fourth is over both limits: the rate is the one reported, and nothing
+    // counts.
+    assert_eq!(redis.cli(&["ZCARD", &keys::active_key(OWNER)]), "2");
+    assert_eq!(
+        create(&store, Some(60_000), limits).await,
+        Created::Limited(Limit::PerMinute)
+    );
+    assert_eq!(rate_count(&redis), "3");
+    // Over the rate alone: the same.
     redis.cli(&["ZREMRANGEBYRANK", &keys::active_key(OWNER), "0", "-1"]);
     assert_eq!(
         create(&store, Some(60_000), limits).await,
         Created::Limited(Limit::PerMinute)
     );
     assert_eq!(rate_count(&redis), "3");
+    assert_eq!(redis.cli(&["ZCARD", &keys::active_key(OWNER)]), "0");
 }
 
 /// The owner's set of unfinished tasks expires with its longest-lived task, and never while
