@@ -31,7 +31,8 @@ pub fn rfc3339_millis(ms: i64) -> String {
     put(14, 2, mm);
     put(17, 2, ss);
     put(20, 3, millis);
-    out.iter().map(|&b| char::from(b)).collect()
+    // ASCII, so valid UTF-8: one check and one copy (collecting chars pushed each one).
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Current time in milliseconds since the Unix epoch.
