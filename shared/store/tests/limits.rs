@@ -3,37 +3,29 @@
 
 mod common;
 
-use common::{QUEUE, Redis, store};
-use mcp_tasks_store::{Created, Job, Limit, NewTask, OwnerLimits, Store, keys, new_task_id};
+use common::{Redis, store};
+use mcp_tasks_store::{Created, Limit, OwnerLimits, Store, keys};
 
 const OWNER: &str = "alice";
 
 async fn create(store: &Store, ttl_ms: Option<u64>, limits: OwnerLimits) -> Created {
-    let id = new_task_id();
-    let job = Job {
-        tool: "deploy".into(),
-        args: serde_json::json!({}),
-        caps: serde_json::value::RawValue::from_string("{}".to_owned()).expect("raw {}"),
-        pre: serde_json::Map::new(),
-        traceparent: None,
-        owner: OWNER.into(),
-    };
-    store
-        .create_task(&NewTask {
-            id: &id,
-            ttl_ms,
-            poll_ms: 500,
-            owner: OWNER,
-            limits,
-            queue: QUEUE,
-            job: &job,
-        })
-        .await
-        .unwrap()
+    common::create_task(store, OWNER, ttl_ms, limits).await.1
 }
 
-/// This minute's count of the owner's creations (one key: the tests run well inside a
-/// minute's worth of keys, and read whichever minute they are in).
+/// Wait out this minute when less than 2 s of it are left: the rate counts per minute (of
+/// the store's clock, this machine's), and a test's creates must all fall in one.
+async fn well_inside_a_minute() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let into = (now % 60_000) as u64;
+    if into > 58_000 {
+        tokio::time::sleep(std::time::Duration::from_millis(60_050 - into)).await;
+    }
+}
+
+/// The owner's creations counted this minute (its one rate key).
 fn rate_count(redis: &Redis) -> String {
     let keys = redis.cli(&["KEYS", "mcpt:rate:*"]);
     let mut total = 0;
@@ -56,6 +48,7 @@ fn active_pttl(redis: &Redis) -> i64 {
 async fn refusals_count_nothing() {
     let redis = Redis::start();
     let store = store(&redis).await;
+    well_inside_a_minute().await;
     let limits = OwnerLimits {
         per_minute: 3,
         active: 2,

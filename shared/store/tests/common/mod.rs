@@ -22,7 +22,30 @@ pub(crate) async fn queued_task(
     owner: &str,
     ttl_ms: u64,
 ) -> String {
-    use mcp_tasks_store::{Created, Job, NewTask, OwnerLimits, new_task_id};
+    let (id, created) = create_task(
+        store,
+        owner,
+        Some(ttl_ms),
+        mcp_tasks_store::OwnerLimits::default(),
+    )
+    .await;
+    assert!(
+        matches!(created, mcp_tasks_store::Created::At(_)),
+        "{created:?}"
+    );
+    id
+}
+
+/// Try to create a task of `owner` living `ttl_ms` (`None`: forever) within `limits`, its
+/// job (a `deploy`) on [`QUEUE`]: its id and what the store answered.
+#[allow(dead_code)]
+pub(crate) async fn create_task(
+    store: &mcp_tasks_store::Store,
+    owner: &str,
+    ttl_ms: Option<u64>,
+    limits: mcp_tasks_store::OwnerLimits,
+) -> (String, mcp_tasks_store::Created) {
+    use mcp_tasks_store::{Job, NewTask, new_task_id};
     let id = new_task_id();
     let job = Job {
         tool: "deploy".into(),
@@ -35,17 +58,16 @@ pub(crate) async fn queued_task(
     let created = store
         .create_task(&NewTask {
             id: &id,
-            ttl_ms: Some(ttl_ms),
+            ttl_ms,
             poll_ms: 500,
             owner,
-            limits: OwnerLimits::default(),
+            limits,
             queue: QUEUE,
             job: &job,
         })
         .await
         .unwrap();
-    assert!(matches!(created, Created::At(_)), "{created:?}");
-    id
+    (id, created)
 }
 
 /// The next job on [`QUEUE`], delivered to consumer `w1`.
