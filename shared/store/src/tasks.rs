@@ -175,17 +175,17 @@ impl Store {
         }
     }
 
-    /// Drop the finished (or vanished) tasks from `owner`'s unfinished set; returns how
-    /// many left it. Run when the owner reaches the limit, so the count is exact then.
+    /// Drop the finished (or vanished) tasks from `owner`'s unfinished set. Run when the owner
+    /// reaches the limit, so the count is exact then.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn prune_active(&self, owner: &str) -> StoreResult<usize> {
+    pub async fn prune_active(&self, owner: &str) -> StoreResult<()> {
         let key = keys::active_key(owner);
         let mut con = self.con.clone();
         let ids: Vec<String> = con.zrange(&key, 0, -1).await?;
         if ids.is_empty() {
-            return Ok(0);
+            return Ok(());
         }
         let statuses: Vec<Option<String>> = if self.layout.is_cluster() {
             // A pipeline must stay in one slot in a cluster: one command per task, sent
@@ -215,7 +215,7 @@ impl Store {
         if !done.is_empty() {
             let _: () = con.zrem(&key, &done).await?;
         }
-        Ok(done.len())
+        Ok(())
     }
 
     /// Read one task (one `HGETALL`); `None` when unknown or expired.
