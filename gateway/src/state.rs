@@ -3,10 +3,11 @@
 
 use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
 
 use mcp_tasks_shared::config::GatewayConfig;
+use mcp_tasks_shared::sync::lock;
 use mcp_tasks_store::Store;
 use mcp_tasks_store::events::EventHub;
 use mcp_tasks_store::forward::Forwarder;
@@ -88,10 +89,6 @@ impl Prunes {
         }
         prune.await
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

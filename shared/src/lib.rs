@@ -16,6 +16,7 @@ pub mod config;
 pub mod metrics;
 pub mod schema;
 pub mod shutdown;
+pub mod sync;
 pub mod tally;
 pub mod telemetry;
 pub mod web;

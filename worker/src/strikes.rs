@@ -4,9 +4,10 @@
 //! `runner/mod.rs` (`dispatch`); the data model is in `mcp_tasks_store::strikes`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use mcp_tasks_shared::sync::lock;
 use mcp_tasks_store::Store;
 use mcp_tasks_store::strikes::{Strike, Strikes};
 use serde_json::Value;
@@ -31,11 +32,6 @@ struct Running {
     owner: String,
     tool: String,
     args: Value,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A map of plain values: a panic elsewhere leaves nothing half-done.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl StrikeWatch {

@@ -444,11 +444,6 @@ impl Runner {
     }
 }
 
-pub(super) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A map of plain values: a panic elsewhere leaves nothing half-done.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// A concurrency slot held by a run; given back (in the background) when dropped.
 struct LimitSlot {
     store: Store,

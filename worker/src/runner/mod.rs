@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use mcp_tasks_shared::metrics;
+use mcp_tasks_shared::sync::lock;
 use mcp_tasks_store::events::EventHub;
 use mcp_tasks_store::{Delivery, READ_BLOCK, Store};
 use tokio::sync::OwnedSemaphorePermit;
@@ -349,7 +350,7 @@ impl Runner {
                 _ = tick.tick() => {
                     self.claims.renew(&self.store, &self.consumer).await;
                     let held: Vec<(String, String)> =
-                        job::lock(&self.slots_held).iter().cloned().collect();
+                        lock(&self.slots_held).iter().cloned().collect();
                     if let Err(e) = self.store.renew_slots(&held, self.lease).await {
                         tracing::warn!(error = %e, "cannot renew concurrency slots");
                     }

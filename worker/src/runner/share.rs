@@ -19,9 +19,10 @@
 //! slot that frees, ahead of the backlog.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use mcp_tasks_shared::sync::lock;
 use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
 
 /// How many entries behind a job are looked at for another owner's.
@@ -37,11 +38,6 @@ pub(crate) struct Shares {
     most: usize,
     held: Mutex<HashMap<String, usize>>,
     quiet: Mutex<HashMap<String, Instant>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Counters only: a panic elsewhere leaves nothing half-done.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Shares {
