@@ -68,7 +68,14 @@ impl Process {
         let log = temp_dir("mcpt-log")?.join(format!("{name}.log"));
         cmd.env_clear();
         // TMPDIR: what a service writes to its temp dir goes where the suite looks for leftovers.
-        for keep in ["PATH", "HOME", "RUST_LOG", "RUST_BACKTRACE", "TMPDIR"] {
+        for keep in [
+            "PATH",
+            "HOME",
+            "RUST_LOG",
+            "RUST_BACKTRACE",
+            "TMPDIR",
+            "TOKIO_WORKER_THREADS",
+        ] {
             if let Ok(v) = std::env::var(keep) {
                 cmd.env(keep, v);
             }

@@ -76,6 +76,11 @@ OUTPUT
   PNG is reported and does not fail the run). Exit 0; 1 when a phase failed (the processes
   it started are stopped); 64 for bad options.
 
+THE FLOOR
+  --floor measures, in place of the gateway and workers, the least this design's stack can
+  spend on a task (see the `floor` binary): compare its CPU per task with the real one's,
+  in the same run, to see how much of it is hyper, redis-rs and Redis themselves.
+
 SMALL RUN (CI)
   bench --clients 1,4 --duration 1s --tasks 200 --listeners 200
 ";
@@ -169,6 +174,15 @@ pub(crate) struct Args {
     /// against Redis' defaults. Not with --url or --redis-cluster
     #[arg(long, value_name = "NAME=VALUE", value_parser = config_pair, verbatim_doc_comment)]
     pub(crate) redis_config: Vec<(String, String)>,
+    /// run the floor of this design's stack instead of the gateway and
+    /// workers: the `floor` binary, hyper, redis-rs and Redis doing the least
+    /// a task needs (one Redis round trip per HTTP request, one pipeline per
+    /// worker read; no checks, scripts or notifications), measured by the
+    /// same load and readings. Only the create, get and e2e poll phases run.
+    /// Not with --url, --redis-cluster, --wait-replicas or --auth
+    #[arg(long, verbatim_doc_comment,
+          conflicts_with_all = ["url", "redis_cluster", "wait_replicas", "auth"])]
+    pub(crate) floor: bool,
 }
 
 fn config_pair(s: &str) -> Result<(String, String), String> {

@@ -36,6 +36,8 @@ pub(crate) struct Window {
     pub(crate) secs: f64,
     pub(crate) samples: Vec<Sample>,
     pub(crate) cpu: Vec<(&'static str, f64)>,
+    /// Of `cpu`, system time, for the watched processes.
+    pub(crate) sys: Vec<(&'static str, f64)>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -79,9 +81,15 @@ impl Window {
     }
     /// CPU per operation of the window, per process, in µs (NaN without operations).
     pub(crate) fn cpu_us_per_op(&self) -> Vec<(&'static str, f64)> {
+        self.us_per_op(&self.cpu)
+    }
+    /// System time per operation of the window, per watched process, in µs.
+    pub(crate) fn sys_us_per_op(&self) -> Vec<(&'static str, f64)> {
+        self.us_per_op(&self.sys)
+    }
+    fn us_per_op(&self, pcts: &[(&'static str, f64)]) -> Vec<(&'static str, f64)> {
         let ops = self.samples.len() as f64;
-        self.cpu
-            .iter()
+        pcts.iter()
             .map(|(name, pct)| {
                 let us = pct / 100.0 * self.secs * 1e6 / ops;
                 (*name, if ops > 0.0 { us } else { f64::NAN })
@@ -148,6 +156,7 @@ pub(crate) async fn drive(env: &Env, clients: usize, op: Op) -> Result<Window> {
         secs: env.dur.as_secs_f64(),
         samples,
         cpu: env.cpu_pct(&a, &b),
+        sys: env.sys_pct(&a, &b),
     })
 }
 
@@ -295,6 +304,7 @@ pub(crate) fn progress(label: &str, w: &Window, what: &str) {
 }
 
 /// The figures of one concurrency.
+#[derive(Default)]
 pub(crate) struct Row {
     pub(crate) clients: usize,
     pub(crate) create: Stats,
@@ -309,6 +319,8 @@ pub(crate) struct Row {
     pub(crate) cpu: Vec<(&'static str, Vec<(&'static str, f64)>)>,
     /// Per phase, CPU µs per operation (call, get, task) of each process.
     pub(crate) cpu_us: Vec<(&'static str, Vec<(&'static str, f64)>)>,
+    /// Per phase, of `cpu_us`, system time per operation of each watched process.
+    pub(crate) sys_us: Vec<(&'static str, Vec<(&'static str, f64)>)>,
 }
 
 pub(crate) async fn per_clients(env: &Env, c: usize, done_id: &str) -> Result<Row> {
@@ -331,6 +343,31 @@ pub(crate) async fn per_clients(env: &Env, c: usize, done_id: &str) -> Result<Ro
     progress(&format!("e2e poll c={c}"), &poll, "tasks");
     eprintln!("[e2e poll c={c}] {poll_gets:.1} tasks/get per task");
     env.drain(&format!("e2e poll c={c}")).await?;
+    if env.floor {
+        return Ok(Row {
+            clients: c,
+            create: create.latency(),
+            get: get.latency(),
+            poll: poll.latency(),
+            poll_gets,
+            cpu_us: vec![
+                ("create", create.cpu_us_per_op()),
+                ("get", get.cpu_us_per_op()),
+                ("e2e poll", poll.cpu_us_per_op()),
+            ],
+            sys_us: vec![
+                ("create", create.sys_us_per_op()),
+                ("get", get.sys_us_per_op()),
+                ("e2e poll", poll.sys_us_per_op()),
+            ],
+            cpu: vec![
+                ("create", create.cpu),
+                ("get", get.cpu),
+                ("e2e poll", poll.cpu),
+            ],
+            ..Row::default()
+        });
+    }
 
     let listen = drive(env, c, op_listen(&env.http, 0))
         .await
@@ -378,6 +415,13 @@ pub(crate) async fn per_clients(env: &Env, c: usize, done_id: &str) -> Result<Ro
             ("e2e poll", poll.cpu_us_per_op()),
             ("e2e listen", listen.cpu_us_per_op()),
             ("push", push.cpu_us_per_op()),
+        ],
+        sys_us: vec![
+            ("create", create.sys_us_per_op()),
+            ("get", get.sys_us_per_op()),
+            ("e2e poll", poll.sys_us_per_op()),
+            ("e2e listen", listen.sys_us_per_op()),
+            ("push", push.sys_us_per_op()),
         ],
         cpu: vec![
             ("create", create.cpu),

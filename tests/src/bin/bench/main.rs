@@ -65,6 +65,9 @@ async fn run(args: Args) -> Result<()> {
             args.wait_replicas
         ));
     }
+    if args.floor {
+        notes.push("--floor: the floor's gateway and workers (the `floor` binary), not mcp-tasks; only the create, get and e2e poll phases ran, nothing after them".into());
+    }
     let cluster = args.redis_cluster;
     if let Some(n) = cluster {
         notes.push(format!(
@@ -81,7 +84,9 @@ async fn run(args: Args) -> Result<()> {
         rows.push(per_clients(&env, c, &done_id).await?);
     }
 
-    let costs = if cluster.is_some() {
+    let costs = if args.floor {
+        None
+    } else if cluster.is_some() {
         notes.push("per-task costs: skipped with --redis-cluster (INFO covers one master)".into());
         None
     } else if args.tasks > 0 {
@@ -92,6 +97,7 @@ async fn run(args: Args) -> Result<()> {
     };
 
     let listeners = match (args.listeners, gw_pid) {
+        _ if args.floor => None,
         (0, _) => {
             notes.push("idle listeners: skipped (--listeners 0)".into());
             None
@@ -112,7 +118,9 @@ async fn run(args: Args) -> Result<()> {
         }
     };
 
-    let limit = if cluster.is_some() {
+    let limit = if args.floor {
+        None
+    } else if cluster.is_some() {
         notes.push("Redis limit: skipped with --redis-cluster".into());
         None
     } else if args.limit_loops > 0 {
@@ -132,7 +140,7 @@ async fn run(args: Args) -> Result<()> {
         None
     };
 
-    let raw = if env.own && cluster.is_none() && args.redis_benchmark > 0 {
+    let raw = if env.own && !args.floor && cluster.is_none() && args.redis_benchmark > 0 {
         match redis_benchmark(&stack.redis_url, args.redis_benchmark).await {
             Ok(r) => Some(r),
             Err(e) => {

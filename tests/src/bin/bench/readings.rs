@@ -7,11 +7,15 @@ use std::time::Instant;
 use anyhow::{Context as _, Result};
 use redis::aio::MultiplexedConnection;
 
-/// utime + stime of `pid`, in clock ticks.
-pub(crate) fn proc_ticks(pid: u32) -> Option<u64> {
+/// utime + stime of `pid` and its stime alone (the kernel working for it), in clock ticks.
+pub(crate) fn proc_ticks(pid: u32) -> Option<(u64, u64)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let f: Vec<&str> = s[s.rfind(')')? + 1..].split_whitespace().collect();
-    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+    let (user, system) = (
+        f.get(11)?.parse::<u64>().ok()?,
+        f.get(12)?.parse::<u64>().ok()?,
+    );
+    Some((user + system, system))
 }
 
 /// VmRSS of `pid` in bytes.
@@ -69,6 +73,8 @@ pub(crate) struct Snap {
     pub(crate) used_memory: i64,
     /// Ticks per watched process (same order as [`crate::stack::Env::pids`]).
     pub(crate) ticks: Vec<u64>,
+    /// Of those, system time (stime), same order.
+    pub(crate) sys_ticks: Vec<u64>,
     /// Busy ticks of the whole machine (/proc/stat).
     pub(crate) machine: u64,
 }

@@ -90,12 +90,12 @@ pub(crate) fn table(rows: &[Row]) -> String {
         ));
     }
     s.push_str("e2e latency = tools/call sent -> completed observed (poll: tasks/get back to back; listen: terminal notifications/tasks); in snapshot = e2e listen tasks whose terminal state was already in the listen's initial snapshot / all; push ms = the push phase's sleep, pushed = terminal notifications it measured\n\n");
-    let names: Vec<&str> = rows
-        .first()
-        .and_then(|r| r.cpu.first())
-        .map(|(_, c)| c.iter().map(|(n, _)| *n).collect())
-        .unwrap_or_default();
     let table = |s: &mut String, title: String, pick: fn(&Row) -> &Phases| {
+        let names: Vec<&str> = rows
+            .first()
+            .and_then(|r| pick(r).first())
+            .map(|(_, c)| c.iter().map(|(n, _)| *n).collect())
+            .unwrap_or_default();
         s.push_str(&title);
         s.push_str(&format!("{:>7}  {:<10}", "clients", "phase"));
         for n in &names {
@@ -121,6 +121,11 @@ pub(crate) fn table(rows: &[Row]) -> String {
         &mut s,
         "\nCPU µs per operation of the phase (create: per call; get: per tasks/get; e2e and push: per task, its gets included; rest = the machine's other work):\n".to_owned(),
         |r| &r.cpu_us,
+    );
+    table(
+        &mut s,
+        "\nOf that, system time µs per operation (/proc/PID/stat stime: the kernel working for the process, its system calls, the loopback network, scheduling):\n".to_owned(),
+        |r| &r.sys_us,
     );
     s
 }
@@ -152,11 +157,22 @@ pub(crate) fn row_json(r: &Row) -> Value {
         "cpu_percent": r.cpu.iter().map(|(phase, c)| {
             ((*phase).to_owned(), Value::Object(c.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect()))
         }).collect::<serde_json::Map<_, _>>(),
-        "cpu_us_per_op": r.cpu_us.iter().map(|(phase, c)| {
-            let num = |v: f64| if v.is_finite() { json!(v) } else { Value::Null };
-            ((*phase).to_owned(), Value::Object(c.iter().map(|(k, v)| ((*k).to_owned(), num(*v))).collect()))
-        }).collect::<serde_json::Map<_, _>>(),
+        "cpu_us_per_op": per_op_json(&r.cpu_us),
+        "system_us_per_op": per_op_json(&r.sys_us),
     })
+}
+
+/// Per phase, a figure per process; NaN (a phase without operations) as null.
+fn per_op_json(phases: &Phases) -> Value {
+    let num = |v: f64| if v.is_finite() { json!(v) } else { Value::Null };
+    phases
+        .iter()
+        .map(|(phase, c)| {
+            let per = c.iter().map(|(k, v)| ((*k).to_owned(), num(*v))).collect();
+            ((*phase).to_owned(), Value::Object(per))
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
 }
 
 pub(crate) fn git_commit() -> Option<String> {

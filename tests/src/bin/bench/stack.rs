@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use mcp_tasks_store::Store;
-use mcp_tasks_tests::{ALICE_TOKEN, Gateway, RedisCluster, RedisServer, TwoTokens, Worker};
+use mcp_tasks_tests::{
+    ALICE_TOKEN, Gateway, Process, RedisCluster, RedisServer, TwoTokens, Worker,
+};
 use redis::aio::MultiplexedConnection;
 
 use crate::args::{Args, parse_url};
@@ -22,7 +24,8 @@ pub(crate) const QUEUE: &str = "default";
 /// Redis.
 pub(crate) struct Stack {
     pub(crate) gateway: Option<Gateway>,
-    pub(crate) workers: Vec<Worker>,
+    /// The workers' processes (the floor's with `--floor`).
+    pub(crate) workers: Vec<Process>,
     pub(crate) _replicas: Vec<RedisServer>,
     pub(crate) _redis: Option<RedisServer>,
     pub(crate) _cluster: Option<RedisCluster>,
@@ -79,6 +82,10 @@ impl Stack {
                 (Some(redis), None, url.clone(), url, 1)
             }
         };
+        if a.floor {
+            let url = redis.as_ref().map(RedisServer::url).unwrap_or_default();
+            return Stack::start_floor(a, redis, url);
+        }
         let mut limits_off = vec![
             ("MCPT_LIMIT_TASKS_PER_MINUTE", "0".to_owned()),
             ("MCPT_LIMIT_ACTIVE_TASKS", "0".to_owned()),
@@ -128,7 +135,11 @@ impl Stack {
         ];
         wenv.extend(limits_off.iter().cloned());
         let workers = (0..a.workers)
-            .map(|_| Worker::start(&url, &wenv).context("starting mcp-tasks-worker"))
+            .map(|_| {
+                Worker::start(&url, &wenv)
+                    .map(|w| w.process)
+                    .context("starting mcp-tasks-worker")
+            })
             .collect::<Result<Vec<_>>>()?;
         let gateway = Gateway::start(&url, &limits_off).context("starting mcp-tasks-gateway")?;
         Ok(Stack {
@@ -144,6 +155,44 @@ impl Stack {
             redis_url: url,
             info_url,
             shards,
+        })
+    }
+
+    /// `--floor`: the floor's gateway and `--workers` floor workers on `redis`.
+    fn start_floor(a: &Args, redis: Option<RedisServer>, url: String) -> Result<Stack> {
+        let env = |role: &str| {
+            vec![
+                ("MCPT_FLOOR_ROLE", role.to_owned()),
+                ("MCPT_REDIS_URL", url.clone()),
+                ("MCPT_LISTEN_ADDR", "127.0.0.1:0".to_owned()),
+            ]
+        };
+        let workers = (0..a.workers)
+            .map(|_| {
+                let (mut p, _) = Process::spawn("floor", &env("worker"))?;
+                p.wait_line("ready")?;
+                Ok(p)
+            })
+            .collect::<Result<Vec<_>>>()
+            .context("starting a floor worker")?;
+        let (mut process, _) = Process::spawn("floor", &env("gateway"))?;
+        let addr = process
+            .wait_line("listening on http://")
+            .context("starting the floor gateway")?
+            .parse()?;
+        Ok(Stack {
+            addr,
+            path: "/mcp".into(),
+            gateway: Some(Gateway { process, addr }),
+            workers,
+            _replicas: Vec::new(),
+            _redis: redis,
+            _cluster: None,
+            _tokens: None,
+            token: None,
+            redis_url: url.clone(),
+            info_url: url,
+            shards: 1,
         })
     }
 
@@ -163,6 +212,8 @@ pub(crate) struct Env {
     pub(crate) warm: Duration,
     pub(crate) dur: Duration,
     pub(crate) own: bool,
+    /// `--floor`: the floor's processes, which serve only the create, get and poll phases.
+    pub(crate) floor: bool,
 }
 
 impl Env {
@@ -207,7 +258,7 @@ impl Env {
                 } else {
                     "worker"
                 };
-                pids.push((name, w.process.child().id()));
+                pids.push((name, w.child().id()));
             }
             if let Some(p) = redis_pid {
                 pids.push(("redis", p));
@@ -223,6 +274,7 @@ impl Env {
             warm: (args.duration / 5).min(Duration::from_secs(1)),
             dur: args.duration,
             own: stack.own(),
+            floor: args.floor,
         };
         Ok((env, gw_pid, redis_version))
     }
@@ -232,11 +284,11 @@ impl Env {
         let stats = info(&mut con, "commandstats").await?;
         let cpu = info(&mut con, "cpu").await?;
         let mem = info(&mut con, "memory").await?;
-        let ticks = self
+        let (ticks, sys_ticks) = self
             .pids
             .iter()
-            .map(|(_, p)| proc_ticks(*p).unwrap_or(0))
-            .collect();
+            .map(|(_, p)| proc_ticks(*p).unwrap_or((0, 0)))
+            .unzip();
         let mut cmds = BTreeMap::new();
         for line in stats.lines() {
             let Some((name, rest)) = line
@@ -267,6 +319,7 @@ impl Env {
             redis_cpu: num(&cpu, "used_cpu_user") + num(&cpu, "used_cpu_sys"),
             used_memory: num(&mem, "used_memory") as i64,
             ticks,
+            sys_ticks,
             machine: machine_busy(),
         })
     }
@@ -327,6 +380,20 @@ impl Env {
         let busy = b.machine.saturating_sub(a.machine) as f64 / self.clk / secs * 100.0;
         out.push(("rest", (busy - ours).max(0.0)));
         out
+    }
+
+    /// System time between two readings, % of one core, of each watched process: the
+    /// kernel working for it (system calls, the loopback network, scheduling).
+    pub(crate) fn sys_pct(&self, a: &Snap, b: &Snap) -> Vec<(&'static str, f64)> {
+        let secs = b.at.duration_since(a.at).as_secs_f64().max(1e-9);
+        self.pids
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| {
+                let d = b.sys_ticks[i].saturating_sub(a.sys_ticks[i]) as f64 / self.clk;
+                (*name, d / secs * 100.0)
+            })
+            .collect()
     }
 
     /// Wait until the job queue is empty (nothing queued, nothing pending).
