@@ -180,8 +180,7 @@ pub(crate) struct Args {
     /// worker read; no checks, scripts or notifications), measured by the
     /// same load and readings. Only the create, get and e2e poll phases run.
     /// Not with --url, --redis-cluster, --wait-replicas or --auth
-    #[arg(long, verbatim_doc_comment,
-          conflicts_with_all = ["url", "redis_cluster", "wait_replicas", "auth"])]
+    #[arg(long, verbatim_doc_comment)]
     pub(crate) floor: bool,
 }
 
@@ -260,6 +259,17 @@ impl Args {
                     .into(),
             );
         }
+        if self.floor
+            && (self.url.is_some()
+                || self.redis_cluster.is_some()
+                || self.wait_replicas > 0
+                || self.auth != "none")
+        {
+            return Err(
+                "--floor runs the floor on the bench's own Redis; not with --url, --redis-cluster, --wait-replicas or --auth"
+                    .into(),
+            );
+        }
         Ok(())
     }
 }
@@ -314,6 +324,29 @@ mod tests {
         assert!(e.contains("takes NAME=VALUE"), "{e}");
         let e = args(&["--redis-config", "hz=50", "--redis-cluster", "3"]).unwrap_err();
         assert!(e.contains("not with --url or --redis-cluster"), "{e}");
+    }
+
+    #[test]
+    fn floor_is_for_the_bench_s_own_stack_only() {
+        assert_eq!(args(&["--floor"]).map(|a| a.floor), Ok(true));
+        assert_eq!(args(&[]).map(|a| a.floor), Ok(false));
+        for other in [
+            &["--auth", "tokens"][..],
+            &["--wait-replicas", "1"],
+            &["--redis-cluster", "3"],
+            &[
+                "--url",
+                "http://127.0.0.1:1/mcp",
+                "--redis",
+                "redis://127.0.0.1:1",
+            ],
+        ] {
+            let words: Vec<&str> = std::iter::once("--floor")
+                .chain(other.iter().copied())
+                .collect();
+            let e = args(&words).unwrap_err();
+            assert!(e.contains("--floor runs the floor"), "{other:?}: {e}");
+        }
     }
 
     #[test]

@@ -48,6 +48,16 @@ pub(crate) struct Stats {
     pub(crate) p99: f64,
 }
 
+impl Stats {
+    /// A phase that did not run: its figures print as "-", null in the JSON, and are not drawn.
+    pub(crate) const NOT_RUN: Stats = Stats {
+        n: 0,
+        per_s: f64::NAN,
+        p50: f64::NAN,
+        p99: f64::NAN,
+    };
+}
+
 pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -304,7 +314,6 @@ pub(crate) fn progress(label: &str, w: &Window, what: &str) {
 }
 
 /// The figures of one concurrency.
-#[derive(Default)]
 pub(crate) struct Row {
     pub(crate) clients: usize,
     pub(crate) create: Stats,
@@ -343,30 +352,37 @@ pub(crate) async fn per_clients(env: &Env, c: usize, done_id: &str) -> Result<Ro
     progress(&format!("e2e poll c={c}"), &poll, "tasks");
     eprintln!("[e2e poll c={c}] {poll_gets:.1} tasks/get per task");
     env.drain(&format!("e2e poll c={c}")).await?;
+    let mut row = Row {
+        clients: c,
+        create: create.latency(),
+        get: get.latency(),
+        poll: poll.latency(),
+        poll_gets,
+        listen: Stats::NOT_RUN,
+        notify: Stats::NOT_RUN,
+        push_ms: 0,
+        terminal_age: Stats::NOT_RUN,
+        snapshots: 0,
+        cpu_us: vec![
+            ("create", create.cpu_us_per_op()),
+            ("get", get.cpu_us_per_op()),
+            ("e2e poll", poll.cpu_us_per_op()),
+        ],
+        sys_us: vec![
+            ("create", create.sys_us_per_op()),
+            ("get", get.sys_us_per_op()),
+            ("e2e poll", poll.sys_us_per_op()),
+        ],
+        // Last: it moves the windows' readings out.
+        cpu: vec![
+            ("create", create.cpu),
+            ("get", get.cpu),
+            ("e2e poll", poll.cpu),
+        ],
+    };
+    // The floor serves none of the listen phases.
     if env.floor {
-        return Ok(Row {
-            clients: c,
-            create: create.latency(),
-            get: get.latency(),
-            poll: poll.latency(),
-            poll_gets,
-            cpu_us: vec![
-                ("create", create.cpu_us_per_op()),
-                ("get", get.cpu_us_per_op()),
-                ("e2e poll", poll.cpu_us_per_op()),
-            ],
-            sys_us: vec![
-                ("create", create.sys_us_per_op()),
-                ("get", get.sys_us_per_op()),
-                ("e2e poll", poll.sys_us_per_op()),
-            ],
-            cpu: vec![
-                ("create", create.cpu),
-                ("get", get.cpu),
-                ("e2e poll", poll.cpu),
-            ],
-            ..Row::default()
-        });
+        return Ok(row);
     }
 
     let listen = drive(env, c, op_listen(&env.http, 0))
@@ -398,37 +414,15 @@ pub(crate) async fn per_clients(env: &Env, c: usize, done_id: &str) -> Result<Ro
     );
     env.drain(&format!("push c={c}")).await?;
 
-    Ok(Row {
-        clients: c,
-        create: create.latency(),
-        get: get.latency(),
-        poll: poll.latency(),
-        poll_gets,
-        listen: listen.latency(),
-        notify,
-        push_ms,
-        terminal_age: age,
-        snapshots,
-        cpu_us: vec![
-            ("create", create.cpu_us_per_op()),
-            ("get", get.cpu_us_per_op()),
-            ("e2e poll", poll.cpu_us_per_op()),
-            ("e2e listen", listen.cpu_us_per_op()),
-            ("push", push.cpu_us_per_op()),
-        ],
-        sys_us: vec![
-            ("create", create.sys_us_per_op()),
-            ("get", get.sys_us_per_op()),
-            ("e2e poll", poll.sys_us_per_op()),
-            ("e2e listen", listen.sys_us_per_op()),
-            ("push", push.sys_us_per_op()),
-        ],
-        cpu: vec![
-            ("create", create.cpu),
-            ("get", get.cpu),
-            ("e2e poll", poll.cpu),
-            ("e2e listen", listen.cpu),
-            ("push", push.cpu),
-        ],
-    })
+    row.listen = listen.latency();
+    row.notify = notify;
+    row.push_ms = push_ms;
+    row.terminal_age = age;
+    row.snapshots = snapshots;
+    for (phase, w) in [("e2e listen", &listen), ("push", &push)] {
+        row.cpu.push((phase, w.cpu.clone()));
+        row.cpu_us.push((phase, w.cpu_us_per_op()));
+        row.sys_us.push((phase, w.sys_us_per_op()));
+    }
+    Ok(row)
 }

@@ -243,10 +243,14 @@ pub(crate) fn write(
         args.duration.as_secs_f64(),
         env.warm.as_secs_f64(),
         if env.own {
-            format!(
-                "{} worker(s) of concurrency {}",
-                args.workers, args.worker_concurrency
-            )
+            if args.floor {
+                format!("the floor's gateway and {} floor worker(s)", args.workers)
+            } else {
+                format!(
+                    "{} worker(s) of concurrency {}",
+                    args.workers, args.worker_concurrency
+                )
+            }
         } else {
             "workers unknown".into()
         }

@@ -83,7 +83,6 @@ impl Stack {
             }
         };
         if a.floor {
-            let url = redis.as_ref().map(RedisServer::url).unwrap_or_default();
             return Stack::start_floor(a, redis, url);
         }
         let mut limits_off = vec![
