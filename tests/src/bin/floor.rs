@@ -1,6 +1,7 @@
-//! The floor of this design's stack: the least a gateway and a worker built on hyper,
-//! redis-rs and Redis can do for a task, run by `bench --floor` in place of the real ones so
-//! their CPU per task is measured by the same load and the same readings.
+//! The floor of this design's stack: close to the least a gateway and a worker built on
+//! hyper, redis-rs and Redis can do for a task (a lower bound, not the last word: a worker
+//! could still send its finish with its next read), run by `bench --floor` in place of the
+//! real ones so their CPU per task is measured by the same load and the same readings.
 //!
 //! It is a measuring device, not a server: no envelope checks, no `_meta`, no
 //! authentication, no scripts, no notifications, no TTL bookkeeping beyond one `PEXPIRE`.

@@ -77,9 +77,10 @@ OUTPUT
   it started are stopped); 64 for bad options.
 
 THE FLOOR
-  --floor measures, in place of the gateway and workers, the least this design's stack can
-  spend on a task (see the `floor` binary): compare its CPU per task with the real one's,
-  in the same run, to see how much of it is hyper, redis-rs and Redis themselves.
+  --floor measures, in place of the gateway and workers, close to the least this design's
+  stack can spend on a task (a lower bound; see the `floor` binary): compare its CPU per
+  task with the real one's, in the same run, to see how much of it is hyper, tokio,
+  redis-rs, Redis and the kernel themselves.
 
 SMALL RUN (CI)
   bench --clients 1,4 --duration 1s --tasks 200 --listeners 200
@@ -175,8 +176,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "NAME=VALUE", value_parser = config_pair, verbatim_doc_comment)]
     pub(crate) redis_config: Vec<(String, String)>,
     /// run the floor of this design's stack instead of the gateway and
-    /// workers: the `floor` binary, hyper, redis-rs and Redis doing the least
-    /// a task needs (one Redis round trip per HTTP request, one pipeline per
+    /// workers: the `floor` binary, hyper, redis-rs and Redis doing close to
+    /// the least a task needs (one Redis round trip per HTTP request, one pipeline per
     /// worker read; no checks, scripts or notifications), measured by the
     /// same load and readings. Only the create, get and e2e poll phases run.
     /// Not with --url, --redis-cluster, --wait-replicas or --auth
