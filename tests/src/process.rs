@@ -168,8 +168,12 @@ impl Process {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// Send SIGTERM and wait for the exit status (up to `within`).
+    /// Send SIGTERM and wait for the exit status (up to `within`). A process that already
+    /// exited gets no signal (once waited for, its pid may be another process's).
     pub fn terminate(&mut self, within: Duration) -> Result<std::process::ExitStatus> {
+        if let Some(status) = self.child.try_wait()? {
+            return Ok(status);
+        }
         let pid = self.child.id().to_string();
         Command::new("kill").args(["-TERM", &pid]).status()?;
         let deadline = Instant::now() + within;

@@ -180,8 +180,12 @@ fn cli_env(home: &Path) -> Vec<(String, String)> {
     env
 }
 
-/// SIGTERM, then SIGKILL after 10 s.
+/// SIGTERM, then SIGKILL after 10 s; nothing for a child already waited for (a test that
+/// saw it exit): its pid may be another process's by now.
 fn stop(child: &mut Child) {
+    if !matches!(child.try_wait(), Ok(None)) {
+        return;
+    }
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
