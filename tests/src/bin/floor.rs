@@ -5,6 +5,8 @@
 //!
 //! It is a measuring device, not a server: no envelope checks, no `_meta`, no
 //! authentication, no scripts, no notifications, no TTL bookkeeping beyond one `PEXPIRE`.
+//! Its replies are the few members the bench reads, written as text rather than through
+//! the protocol types: the least a response costs.
 //! What it keeps is the shape every implementation of this design has:
 //! - gateway (`MCPT_FLOOR_ROLE=gateway`): hyper's HTTP/1 server; per request the body
 //!   read and parsed into a borrowed struct, one Redis round trip, a JSON response.

@@ -419,10 +419,10 @@ pub(crate) async fn per_clients(env: &Env, c: usize, done_id: &str) -> Result<Ro
     row.push_ms = push_ms;
     row.terminal_age = age;
     row.snapshots = snapshots;
-    for (phase, w) in [("e2e listen", &listen), ("push", &push)] {
-        row.cpu.push((phase, w.cpu.clone()));
+    for (phase, w) in [("e2e listen", listen), ("push", push)] {
         row.cpu_us.push((phase, w.cpu_us_per_op()));
         row.sys_us.push((phase, w.sys_us_per_op()));
+        row.cpu.push((phase, w.cpu));
     }
     Ok(row)
 }

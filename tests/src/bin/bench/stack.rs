@@ -362,15 +362,7 @@ impl Env {
     /// INFO cpu when its process is not watched.
     pub(crate) fn cpu_pct(&self, a: &Snap, b: &Snap) -> Vec<(&'static str, f64)> {
         let secs = b.at.duration_since(a.at).as_secs_f64().max(1e-9);
-        let mut out: Vec<(&'static str, f64)> = self
-            .pids
-            .iter()
-            .enumerate()
-            .map(|(i, (name, _))| {
-                let d = b.ticks[i].saturating_sub(a.ticks[i]) as f64 / self.clk;
-                (*name, d / secs * 100.0)
-            })
-            .collect();
+        let mut out = self.pct_per_pid(&a.ticks, &b.ticks, secs);
         if !self.pids.iter().any(|(n, _)| *n == "redis") {
             out.push(("redis", (b.redis_cpu - a.redis_cpu) / secs * 100.0));
         }
@@ -385,11 +377,16 @@ impl Env {
     /// kernel working for it (system calls, the loopback network, scheduling).
     pub(crate) fn sys_pct(&self, a: &Snap, b: &Snap) -> Vec<(&'static str, f64)> {
         let secs = b.at.duration_since(a.at).as_secs_f64().max(1e-9);
+        self.pct_per_pid(&a.sys_ticks, &b.sys_ticks, secs)
+    }
+
+    /// Each watched process's ticks from `a` to `b` over `secs`, % of one core.
+    fn pct_per_pid(&self, a: &[u64], b: &[u64], secs: f64) -> Vec<(&'static str, f64)> {
         self.pids
             .iter()
             .enumerate()
             .map(|(i, (name, _))| {
-                let d = b.sys_ticks[i].saturating_sub(a.sys_ticks[i]) as f64 / self.clk;
+                let d = b[i].saturating_sub(a[i]) as f64 / self.clk;
                 (*name, d / secs * 100.0)
             })
             .collect()
