@@ -127,10 +127,13 @@ impl DispatchError {
         }
     }
 
-    /// The HTTP status in a 2025 session: every error is in-band except a malformed request.
+    /// The HTTP status in a 2025 session: every error is in-band except a malformed request
+    /// and a per-caller limit, which answers 429 in both eras so that proxies and rate-limit
+    /// dashboards count the refusal as one.
     fn legacy_status(&self) -> StatusCode {
         match self {
             DispatchError::Parse(_) | DispatchError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            DispatchError::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::OK,
         }
     }

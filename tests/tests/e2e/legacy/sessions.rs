@@ -180,7 +180,8 @@ async fn a_session_is_its_principals_only() -> Result<()> {
 }
 
 /// Issue 20, item 2: 2025 sessions are counted per principal (`MCPT_LIMIT_SESSIONS`).
-/// Over the limit, `initialize` is answered -31001 naming the limit and nothing is stored;
+/// Over the limit, `initialize` is answered HTTP 429 and -31001 naming the limit, and nothing
+/// is stored (issue 36, item 2: a refusal counts as one for proxies, in both eras);
 /// another principal is not limited; a session ended with `DELETE`, or one that lapsed,
 /// gives its place back.
 #[tokio::test(flavor = "multi_thread")]
@@ -205,6 +206,7 @@ async fn sessions_per_principal_are_limited_and_recover() -> Result<()> {
         open.push(Session::start(&alice, "2025-11-25", json!({})).await?);
     }
     let refused = initialize(&alice).await?;
+    assert_eq!(refused.status, 429, "{}", refused.body);
     assert_eq!(refused.body["error"]["code"], -31001, "{}", refused.body);
     assert_eq!(refused.body["error"]["data"]["limit"], "sessions");
     let message = refused.body["error"]["message"]
@@ -236,7 +238,11 @@ async fn sessions_per_principal_are_limited_and_recover() -> Result<()> {
         .await?;
     assert_eq!(res.status(), 204);
     open.push(Session::start(&alice, "2025-11-25", json!({})).await?);
-    assert_eq!(initialize(&alice).await?.body["error"]["code"], -31001);
+    let refused = initialize(&alice).await?;
+    assert_eq!(
+        (refused.status, &refused.body["error"]["code"]),
+        (429, &json!(-31001))
+    );
 
     // So does one that lapsed (its record expired: here, deleted behind the server's back).
     let lapsed = open.pop().context("three")?;

@@ -360,8 +360,10 @@ async fn result_streams_count_against_the_listener_limit() -> Result<()> {
     }
     assert_eq!(streams.len(), 100, "streams open at a limit of 100");
     assert_eq!(refused.len(), 50);
-    // In-band, as every error in a 2025 session (HTTP 200).
+    // HTTP 429 with the error in the body: a per-caller limit counts as a refusal in both
+    // eras (issue 36, item 2).
     let r = &refused[0];
+    assert_eq!(r.status, 429, "{}", r.body);
     assert_eq!(r.body["error"]["code"], -31001, "{}", r.body);
     assert_eq!(r.body["error"]["data"]["limit"], "listeners", "{}", r.body);
 
