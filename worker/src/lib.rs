@@ -32,7 +32,6 @@ use mcp_tasks_store::delayed::{DUE_EVERY, DUE_IDLE};
 use mcp_tasks_store::events::EventHub;
 use mcp_tasks_store::registry::{HEARTBEAT_INTERVAL_MS, ToolAdvert};
 use mcp_tasks_store::{Store, StoreError};
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -219,10 +218,7 @@ pub async fn run_serving(
         tools: by_name,
         queues: config.queues.clone(),
         consumer,
-        slots: runner::share::Slots {
-            semaphore: Arc::new(Semaphore::new(config.concurrency)),
-            shares: runner::share::Shares::new(config.concurrency, config.fair_share),
-        },
+        slots: runner::share::Slots::new(config.concurrency, config.guest_slots, config.fair_share),
         tracker: tracker.clone(),
         claims: claims::Claims::default(),
         lease: config.lease,
@@ -291,6 +287,13 @@ pub async fn run_serving(
     forwarding.close();
     let renewing = CancellationToken::new();
     let renewer = tokio::spawn(runner.clone().renew_loop(renewing.clone()));
+    let guest_loop = runner.slots.guests.clone().map(|guests| {
+        tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
+            tracing::Instrument::in_current_span(
+                runner.clone().guest_loop(guests, shutdown.clone()),
+            ),
+        ))
+    });
     // On a runtime thread rather than the caller's (`block_on`'s) own: a job the loop spawns
     // then goes to that thread's next slot instead of waking another thread for it, and a
     // reply reaches the loop without waking the caller's thread (about one futex wake and a
@@ -299,6 +302,13 @@ pub async fn run_serving(
         tracing::Instrument::in_current_span(runner.clone().read_loop(shutdown)),
     ));
     if let Err(e) = read_loop.await
+        && e.is_panic()
+    {
+        std::panic::resume_unwind(e.into_panic());
+    }
+    // Ended by the same shutdown; a job it holds is then given up with the parked tasks.
+    if let Some(guest_loop) = guest_loop
+        && let Err(e) = guest_loop.await
         && e.is_panic()
     {
         std::panic::resume_unwind(e.into_panic());

@@ -16,6 +16,13 @@ pub const ENV_FAIR_SHARE: &str = "MCPT_FAIR_SHARE";
 /// Default fair share: half of a worker's slots.
 pub const DEFAULT_FAIR_SHARE: f64 = 0.5;
 
+/// Slots beyond `MCPT_CONCURRENCY` that only a job whose principal runs nothing on the
+/// worker may take, and only while every other slot runs a job (0 turns them off).
+pub const ENV_GUEST_SLOTS: &str = "MCPT_GUEST_SLOTS";
+
+/// Default guest slots: one.
+pub const DEFAULT_GUEST_SLOTS: usize = 1;
+
 /// Comma-separated queues a worker serves.
 pub const ENV_QUEUES: &str = "MCPT_QUEUES";
 
@@ -76,6 +83,9 @@ pub struct WorkerConfig {
     /// `MCPT_FAIR_SHARE`, default 0.5: the share of `concurrency` one principal holds
     /// while others wait (1: no bound).
     pub fair_share: f64,
+    /// `MCPT_GUEST_SLOTS`, default 1: slots for a principal that runs nothing here while
+    /// every other slot is taken.
+    pub guest_slots: usize,
     /// `MCPT_LIMIT_STORED_BYTES` for an authenticated owner's results (default 64 MiB).
     pub stored_bytes: u64,
     /// The same for the anonymous owner: only when set, as gateways without
@@ -141,6 +151,13 @@ impl WorkerConfig {
                 DEFAULT_FAIR_SHARE,
                 "a share of the slots from 0.01 to 1, like 0.5 (1: off)",
                 |s| s.parse().ok().filter(|f| (0.01..=1.0).contains(f)),
+            )?,
+            guest_slots: parsed(
+                src,
+                ENV_GUEST_SLOTS,
+                DEFAULT_GUEST_SLOTS,
+                "an integer from 0 to 1000 (0: off)",
+                |s| s.parse().ok().filter(|n| *n <= 1000),
             )?,
             stored_bytes: stored_bytes(src, false)?,
             stored_bytes_anonymous: stored_bytes(src, true)?,

@@ -213,7 +213,8 @@ async fn forged_client_strings_stay_one_escaped_log_line() -> Result<()> {
 }
 
 /// Two principals (static tokens) on one gateway and one worker with 8 slots and the given
-/// `MCPT_FAIR_SHARE`; the Redis, the processes and the tokens file go on drop.
+/// `MCPT_FAIR_SHARE` and `MCPT_GUEST_SLOTS`; the Redis, the processes and the tokens file
+/// go on drop.
 struct TwoPrincipals {
     redis: mcp_tasks_tests::RedisServer,
     _gateway: mcp_tasks_tests::Gateway,
@@ -224,7 +225,7 @@ struct TwoPrincipals {
 }
 
 impl TwoPrincipals {
-    async fn start(fair_share: &str) -> Result<TwoPrincipals> {
+    async fn start(fair_share: &str, guest_slots: &str) -> Result<TwoPrincipals> {
         let tokens = mcp_tasks_tests::TwoTokens::new()?;
         let redis = mcp_tasks_tests::RedisServer::start()?;
         let gateway = mcp_tasks_tests::Gateway::start(&redis.url(), &tokens.env())?;
@@ -233,6 +234,7 @@ impl TwoPrincipals {
             &[
                 ("MCPT_CONCURRENCY", "8".to_owned()),
                 ("MCPT_FAIR_SHARE", fair_share.to_owned()),
+                ("MCPT_GUEST_SLOTS", guest_slots.to_owned()),
             ],
         )?;
         let base = gateway.client();
@@ -273,36 +275,77 @@ impl TwoPrincipals {
     }
 }
 
+/// Whether Bob's 0 ms sleep, submitted once Alice's 64 sleeps of `alice_ms` each hold all 8
+/// slots, completes within 3 s; how long it took when it did.
+async fn bob_behind_alice(stack: &TwoPrincipals, alice_ms: u64) -> Result<Option<Duration>> {
+    stack.alice_queues(64, alice_ms).await?;
+    stack.wait_running(8).await?;
+    let started = Instant::now();
+    let id = stack.bob.start_task("sleep", json!({"ms": 0})).await?;
+    let done = stack
+        .bob
+        .wait_status(&id, "completed", Duration::from_secs(3))
+        .await;
+    Ok(done.is_ok().then(|| started.elapsed()))
+}
+
 /// Issue 20, item 4: with Alice's 64 tasks of 2 s queued on a worker with 8 slots (alone,
-/// she holds all 8), Bob's short task completes within 3 s: `MCPT_FAIR_SHARE` 0.5 gives the
-/// first slot Alice frees to Bob, his job moved in front of her backlog. With the fair
-/// share off it waits behind the backlog (16 s). Running tools are never stopped for
-/// fairness, so Bob waits for the first of Alice's runs to end.
+/// she holds all 8) and no guest slot, Bob's short task completes within 3 s:
+/// `MCPT_FAIR_SHARE` 0.5 gives the first slot Alice frees to Bob, his job moved in front
+/// of her backlog. With the fair share off it waits behind the backlog (16 s).
 #[tokio::test]
 async fn another_principals_short_task_is_not_stuck_behind_a_backlog() -> Result<()> {
-    for (share, fair) in [("0.5", true), ("1", false)] {
-        let stack = TwoPrincipals::start(share).await?;
-        stack.alice_queues(64, 2000).await?;
-        stack.wait_running(8).await?;
-        let started = Instant::now();
-        let id = stack.bob.start_task("sleep", json!({"ms": 0})).await?;
-        let done = stack
-            .bob
-            .wait_status(&id, "completed", Duration::from_secs(3))
-            .await;
-        if fair {
-            done?;
-            eprintln!(
-                "Bob's task completed {:?} after its call",
-                started.elapsed()
-            );
-        } else {
-            ensure!(
-                done.is_err(),
-                "without the fair share Bob's task should wait behind Alice's backlog"
-            );
+    let fair = TwoPrincipals::start("0.5", "0").await?;
+    let took = bob_behind_alice(&fair, 2000)
+        .await?
+        .context("with the fair share Bob's task should take the first slot Alice frees")?;
+    eprintln!("fair share: Bob's task completed {took:?} after its call");
+    drop(fair);
+    let unfair = TwoPrincipals::start("1", "0").await?;
+    ensure!(
+        bob_behind_alice(&unfair, 2000).await?.is_none(),
+        "without the fair share Bob's task should wait behind Alice's backlog"
+    );
+    Ok(())
+}
+
+/// Issue 36, item 1: Alice's 64 one-minute tasks hold all 8 slots, so no slot frees for a
+/// minute; Bob runs nothing on the worker, so his 0 ms task starts on the guest slot
+/// (`MCPT_GUEST_SLOTS`, default 1) and completes within 3 s. Without a guest slot it waits
+/// for the first of Alice's runs to end.
+#[tokio::test]
+async fn a_principal_with_nothing_running_starts_while_every_slot_is_taken() -> Result<()> {
+    let guest = TwoPrincipals::start("0.5", "1").await?;
+    let took = bob_behind_alice(&guest, 60_000)
+        .await?
+        .context("Bob's task should start on the guest slot")?;
+    eprintln!("guest slot: Bob's task completed {took:?} after its call");
+    // Alice's own backlog never takes the guest slot once it is free again: 8 of her
+    // tasks have started (taken a fence), not 9.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut started = 0;
+    for key in guest
+        .redis
+        .cli(&["--scan", "--pattern", "mcpt:task:*"])?
+        .lines()
+    {
+        let fields = guest.redis.cli(&["HMGET", key, "status", "fence"])?;
+        let mut fields = fields.lines();
+        let (status, fence) = (fields.next(), fields.next().unwrap_or("0"));
+        if status == Some("working") && !matches!(fence, "" | "0") {
+            started += 1;
         }
     }
+    ensure!(
+        started == 8,
+        "{started} of Alice's tasks started on 8 slots"
+    );
+    drop(guest);
+    let none = TwoPrincipals::start("0.5", "0").await?;
+    ensure!(
+        bob_behind_alice(&none, 60_000).await?.is_none(),
+        "without a guest slot Bob's task should wait for one of Alice's to end"
+    );
     Ok(())
 }
 
@@ -310,7 +353,7 @@ async fn another_principals_short_task_is_not_stuck_behind_a_backlog() -> Result
 /// if the fair share held them to 4 slots with nobody else waiting).
 #[tokio::test]
 async fn a_principal_alone_keeps_every_slot() -> Result<()> {
-    let stack = TwoPrincipals::start("0.5").await?;
+    let stack = TwoPrincipals::start("0.5", "1").await?;
     let started = Instant::now();
     let ids = stack.alice_queues(24, 2000).await?;
     for id in &ids {

@@ -20,6 +20,7 @@ use crate::claims::Claims;
 use crate::strikes::StrikeWatch;
 use crate::tool::Tool;
 
+mod guest;
 mod job;
 pub(crate) mod share;
 
@@ -250,10 +251,8 @@ impl Runner {
     /// Fair share (see [`share`]): whether fresh job `d` was moved to the end of its queue
     /// because its owner holds its share of the slots and another owner's job waits.
     async fn defer(&self, d: &Delivery) -> bool {
-        let Some(shares) = &self.slots.shares else {
-            return false;
-        };
-        if !d.fresh || !shares.full(&d.owner) || shares.quiet(&d.stream) {
+        let shares = &self.slots.shares;
+        if !shares.bounded() || !d.fresh || !shares.full(&d.owner) || shares.quiet(&d.stream) {
             return false;
         }
         match self

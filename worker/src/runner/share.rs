@@ -15,8 +15,9 @@
 //!
 //! Slots given back while a task waits for input ([`Slot`] is dropped) leave the share
 //! too: a parked task holds neither. Running tools are never stopped for fairness: a
-//! principal alone may hold every slot, and another principal's job then takes the first
-//! slot that frees, ahead of the backlog.
+//! principal alone may hold every slot. Another principal's job then starts on a guest
+//! slot (`MCPT_GUEST_SLOTS`, see [`guest`](super::guest)) while one is free, or else takes
+//! the first slot that frees, ahead of the backlog.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -34,45 +35,61 @@ const QUIET: Duration = Duration::from_millis(20);
 
 /// The slots each owner holds on this worker, and the streams recently found quiet.
 pub(crate) struct Shares {
-    /// The most slots one owner holds while others wait.
-    most: usize,
+    /// The most slots one owner holds while others wait; `None`: no bound.
+    most: Option<usize>,
     held: Mutex<HashMap<String, usize>>,
     quiet: Mutex<HashMap<String, Instant>>,
 }
 
 impl Shares {
-    /// `share` of `concurrency` slots (at least one) per owner; `None` (no bound) for a
-    /// share of 1.
-    pub(crate) fn new(concurrency: usize, share: f64) -> Option<Arc<Shares>> {
-        if share >= 1.0 {
-            return None;
-        }
+    /// `share` of `concurrency` slots (at least one) per owner; no bound for a share of 1
+    /// (the slots each owner holds are still counted, for the guest slots).
+    pub(crate) fn new(concurrency: usize, share: f64) -> Arc<Shares> {
         #[expect(
             clippy::cast_possible_truncation,
             clippy::cast_sign_loss,
             clippy::cast_precision_loss,
             reason = "a share of a slot count up to 10,000"
         )]
-        let most = ((concurrency as f64) * share).ceil().max(1.0) as usize;
-        Some(Arc::new(Shares {
+        let most = (share < 1.0).then(|| ((concurrency as f64) * share).ceil().max(1.0) as usize);
+        Arc::new(Shares {
             most,
             held: Mutex::default(),
             quiet: Mutex::default(),
-        }))
+        })
+    }
+
+    /// Whether one owner's slots are bounded while others wait (`MCPT_FAIR_SHARE` below 1).
+    pub(crate) fn bounded(&self) -> bool {
+        self.most.is_some()
     }
 
     /// Whether `owner` already holds its share.
     pub(crate) fn full(&self, owner: &str) -> bool {
-        lock(&self.held).get(owner).copied().unwrap_or(0) >= self.most
+        self.most
+            .is_some_and(|most| lock(&self.held).get(owner).copied().unwrap_or(0) >= most)
     }
 
     /// Every owner holding its share now.
     pub(crate) fn full_owners(&self) -> Vec<String> {
+        let Some(most) = self.most else {
+            return Vec::new();
+        };
         lock(&self.held)
             .iter()
-            .filter(|(_, n)| **n >= self.most)
+            .filter(|(_, n)| **n >= most)
             .map(|(owner, _)| owner.clone())
             .collect()
+    }
+
+    /// Whether `owner` holds no slot on this worker (a guest slot's condition).
+    pub(crate) fn runs_nothing(&self, owner: &str) -> bool {
+        !lock(&self.held).contains_key(owner)
+    }
+
+    /// Every owner holding a slot now.
+    pub(crate) fn running_owners(&self) -> Vec<String> {
+        lock(&self.held).keys().cloned().collect()
     }
 
     /// Whether `stream` was found with no other owner waiting a moment ago.
@@ -120,22 +137,34 @@ impl Drop for ShareGuard {
 /// A concurrency slot held for one owner's job; given back on drop.
 pub(crate) struct Slot {
     _permit: OwnedSemaphorePermit,
-    _share: Option<ShareGuard>,
+    _share: ShareGuard,
 }
 
-/// Where a job's slots come from: the worker's semaphore, counted per owner.
+/// Where a job's slots come from: the worker's semaphore (and the guest slots' one),
+/// counted per owner.
 #[derive(Clone)]
 pub(crate) struct Slots {
     pub(crate) semaphore: Arc<Semaphore>,
-    pub(crate) shares: Option<Arc<Shares>>,
+    pub(crate) shares: Arc<Shares>,
+    /// `MCPT_GUEST_SLOTS`; `None` for 0.
+    pub(crate) guests: Option<Arc<Semaphore>>,
 }
 
 impl Slots {
-    /// `permit`, taken for `owner`'s job.
+    /// `concurrency` slots, `guests` guest slots and the fair `share`.
+    pub(crate) fn new(concurrency: usize, guests: usize, share: f64) -> Slots {
+        Slots {
+            semaphore: Arc::new(Semaphore::new(concurrency)),
+            shares: Shares::new(concurrency, share),
+            guests: (guests > 0).then(|| Arc::new(Semaphore::new(guests))),
+        }
+    }
+
+    /// `permit` (of either semaphore), taken for `owner`'s job.
     pub(crate) fn slot(&self, permit: OwnedSemaphorePermit, owner: &str) -> Slot {
         Slot {
             _permit: permit,
-            _share: self.shares.as_ref().map(|s| s.hold(owner)),
+            _share: self.shares.hold(owner),
         }
     }
 
@@ -152,11 +181,8 @@ mod tests {
 
     #[test]
     fn an_owner_is_full_at_its_share_and_slots_given_back_leave_it() {
-        let shares = Shares::new(8, 0.5).expect("bounded");
-        let slots = Slots {
-            semaphore: Arc::new(Semaphore::new(8)),
-            shares: Some(shares.clone()),
-        };
+        let slots = Slots::new(8, 1, 0.5);
+        let shares = slots.shares.clone();
         let mut alice = Vec::new();
         for _ in 0..4 {
             assert!(!shares.full("alice"));
@@ -171,13 +197,35 @@ mod tests {
         alice.clear();
         assert!(lock(&shares.held).is_empty());
         // A share of one slot at least; 1 is no bound.
-        assert_eq!(Shares::new(1, 0.01).expect("bounded").most, 1);
-        assert!(Shares::new(8, 1.0).is_none());
+        assert_eq!(Shares::new(1, 0.01).most, Some(1));
+        assert!(!Shares::new(8, 1.0).bounded());
+    }
+
+    #[test]
+    fn owners_are_counted_for_the_guest_slots_without_a_fair_share() {
+        let slots = Slots::new(2, 1, 1.0);
+        let shares = slots.shares.clone();
+        assert!(shares.runs_nothing("alice"));
+        let permit = slots.semaphore.clone().try_acquire_owned().expect("free");
+        let alice = slots.slot(permit, "alice");
+        let permit = slots.semaphore.clone().try_acquire_owned().expect("free");
+        let _carol = slots.slot(permit, "carol");
+        assert!(!shares.runs_nothing("alice"));
+        assert!(shares.runs_nothing("bob"));
+        // Unbounded: nobody is ever at a share.
+        assert!(!shares.full("alice"));
+        assert!(shares.full_owners().is_empty());
+        let mut running = shares.running_owners();
+        running.sort();
+        assert_eq!(running, ["alice", "carol"]);
+        drop(alice);
+        assert!(shares.runs_nothing("alice"));
+        assert!(Slots::new(2, 0, 1.0).guests.is_none());
     }
 
     #[test]
     fn a_quiet_stream_is_not_looked_at_again_for_a_moment() {
-        let shares = Shares::new(8, 0.5).expect("bounded");
+        let shares = Shares::new(8, 0.5);
         assert!(!shares.quiet("s"));
         shares.note_quiet("s");
         assert!(shares.quiet("s"));
