@@ -2,7 +2,7 @@
 //! services (`worker/catalog/src/http/client.rs`) and Streamable HTTP upstreams
 //! (`worker/catalog/src/upstream/streamable.rs`), the gateway's JWKS fetch
 //! (`gateway/src/auth/jwt/source.rs`) and the `mcp-tasks` command's MCP client
-//! (`gateway/cli/src/commands/client.rs`) build their client here and read bodies here.
+//! (`cli/src/commands/client.rs`) build their client here and read bodies here.
 //!
 //! hyper-util's client over rustls with `ring` and the webpki roots (as everywhere in
 //! this project: no OpenSSL, no system certificate store), HTTP/1.1, plain `http://` too.

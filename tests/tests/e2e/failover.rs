@@ -10,7 +10,7 @@
 //! With `MCPT_REDIS_WAIT_REPLICAS=1` every task whose `CreateTaskResult` a client received
 //! ends in the state it should, with its result: none is lost, none is left hanging. (This
 //! run found workers waiting forever on a question the promoted replica never received;
-//! they now ask again, see `worker/src/context.rs`.) Without `WAIT` the same run reports
+//! they now ask again, see `worker/runtime/src/context.rs`.) Without `WAIT` the same run reports
 //! how many acknowledged tasks were lost. All assert that requests during the switch are
 //! answered with a JSON-RPC error (never a bare 5xx, never a hang) and that creates succeed
 //! again without a restart of ours: [`AFTER_FAILOVER`] in a row once the promotion is seen.

@@ -8,8 +8,8 @@
 //!   [`run_serving`] also answers [`Provider`]s' forwarded requests (`forward.rs`).
 //!
 //! The job loop itself is in `runner/`; everything Redis is in `mcp_tasks_store`. The
-//! `MCPT_TOOLS_FILE` catalog and the `mcp-tasks-worker` binary are one floor up, in
-//! `mcp-tasks-catalog` (`worker/catalog/`), built on this crate's public API only.
+//! `MCPT_TOOLS_FILE` catalog is `mcp-tasks-catalog` (`worker/catalog/`), built on this
+//! crate's public API only; the `mcp-tasks-worker` binary (`worker/`) joins the two.
 
 #![warn(missing_docs)]
 
