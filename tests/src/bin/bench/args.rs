@@ -138,6 +138,10 @@ pub(crate) struct Args {
     /// principal, so this measures what the fair share costs a principal alone
     #[arg(long, value_name = "S", default_value = "0.5", verbatim_doc_comment)]
     pub(crate) fair_share: String,
+    /// MCPT_GUEST_SLOTS of each worker it starts (0: off); with one principal no job
+    /// takes one, so this measures what the guest loop costs a principal alone
+    #[arg(long, value_name = "N", default_value = "1", verbatim_doc_comment)]
+    pub(crate) guest_slots: String,
     /// requests per redis-benchmark test (0 skips)
     #[arg(long, value_name = "N", default_value_t = 200_000)]
     pub(crate) redis_benchmark: u64,

@@ -354,6 +354,7 @@ pub(crate) fn write(
             "worker_concurrency": if env.own { json!(args.worker_concurrency) } else { Value::Null },
             "workers": if env.own { json!(args.workers) } else { Value::Null },
             "fair_share": if env.own { json!(args.fair_share) } else { Value::Null },
+            "guest_slots": if env.own { json!(args.guest_slots) } else { Value::Null },
         },
         "settings": {
             "clients": args.clients.0,

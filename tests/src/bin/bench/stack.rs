@@ -131,6 +131,7 @@ impl Stack {
             ("MCPT_TOOLS", "demo".to_owned()),
             ("MCPT_CONCURRENCY", a.worker_concurrency.to_string()),
             ("MCPT_FAIR_SHARE", a.fair_share.clone()),
+            ("MCPT_GUEST_SLOTS", a.guest_slots.clone()),
         ];
         wenv.extend(limits_off.iter().cloned());
         let workers = (0..a.workers)
