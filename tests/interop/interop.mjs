@@ -13,7 +13,7 @@
 // INTEROP_TIMEOUT_MS overrides the overall timeout (default 60000); INTEROP_ONLY=a,b runs
 // only the named scenarios (plus `discover`, which connects the shared session).
 //
-// How the pieces fit (see README.md):
+// How the pieces fit (see docs/architecture.md):
 // - `Client` (client package) connects over `StreamableHTTPClientTransport` with version
 //   negotiation pinned to 2026-07-28: it probes `server/discover` and then stamps the
 //   per-request `_meta` envelope (protocol version, client info, client capabilities).

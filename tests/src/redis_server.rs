@@ -57,7 +57,7 @@ fn spawn_redis(port: u16, args: &[String]) -> Result<Child> {
             "",
         ])
         .args(["--maxmemory-policy", "noeviction", "--loglevel", "warning"])
-        // As README "Redis in production" recommends: finished tasks stay compact.
+        // As docs/operations.md, "Redis in production", recommends: finished tasks stay compact.
         .args(["--hash-max-listpack-value", "1024"])
         .args(args)
         .stdout(Stdio::null())

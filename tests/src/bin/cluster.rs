@@ -48,7 +48,7 @@ COMMANDS (stdin, one per line)
   One line on stderr per event.
 ";
 
-/// The options. Defaults, names and meanings are those of the README's `### Local cluster`.
+/// The options. Defaults, names and meanings are those of docs/operations.md, "A local cluster without Docker".
 #[derive(Debug, Parser)]
 #[command(
     name = "cluster",

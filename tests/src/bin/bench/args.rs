@@ -86,7 +86,7 @@ SMALL RUN (CI)
   bench --clients 1,4 --duration 1s --tasks 200 --listeners 200
 ";
 
-/// The options. Defaults, names and meanings are those of the README's `### Benchmark`.
+/// The options. Defaults, names and meanings are those of docs/performance.md, `### bench`.
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "bench",

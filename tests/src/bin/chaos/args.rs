@@ -91,7 +91,7 @@ OUTPUT
   DUR is like 500ms, 2s, 5m.
 ";
 
-/// The options. Defaults, names and meanings are those of the README's `### Chaos`.
+/// The options. Defaults, names and meanings are those of docs/performance.md, `### chaos`.
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "chaos",
