@@ -25,13 +25,13 @@ use std::time::{Duration, Instant};
 
 use hyper::body::{Body, Frame, SizeHint};
 use opentelemetry::KeyValue;
-use std::net::SocketAddr;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::sync::CancellationToken;
 
-/// The client's address (the TCP peer), in every request's extensions.
+/// The client's address (the TCP peer), in every request's extensions (for the console).
+#[cfg(feature = "console")]
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Peer(pub(crate) SocketAddr);
+pub(crate) struct Peer(pub(crate) std::net::SocketAddr);
 
 /// Why the gateway closed a connection itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,6 +5,8 @@
 use base64::Engine as _;
 use hyper::HeaderMap;
 use hyper::header::HeaderName;
+pub(crate) use mcp_tasks_shared::web::host_allowed;
+use mcp_tasks_shared::web::is_loopback_host;
 
 /// A header that was present but could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,35 +106,6 @@ pub(crate) fn origin_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
         return false;
     };
     is_loopback_host(rest)
-}
-
-/// Whether the host a request names is a loopback address (checked when the gateway
-/// listens on loopback, so a DNS-rebound name cannot reach it): the `Host` header, and the
-/// authority of the target (HTTP/2's `:authority`, which stands for `Host` there; an
-/// HTTP/1 absolute-form target), each when present.
-pub(crate) fn host_allowed(uri: &hyper::Uri, headers: &HeaderMap) -> bool {
-    let header = match headers.get(hyper::header::HOST).map(|h| h.to_str()) {
-        None => true,
-        Some(Ok(host)) => is_loopback_host(host),
-        Some(Err(_)) => false,
-    };
-    header && uri.authority().is_none_or(|a| is_loopback_host(a.as_str()))
-}
-
-/// `localhost`, `127.x.y.z` or `[::1]`, with an optional port.
-fn is_loopback_host(host_port: &str) -> bool {
-    let host = if let Some(rest) = host_port.strip_prefix('[') {
-        match rest.split_once(']') {
-            Some((h, tail)) if tail.is_empty() || tail.starts_with(':') => h,
-            _ => return false,
-        }
-    } else {
-        host_port.rsplit_once(':').map_or(host_port, |(h, _)| h)
-    };
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]

@@ -72,15 +72,24 @@ pub(crate) fn serve(state: Arc<State>, req: Request<Incoming>) -> Served {
             Box::pin(mcp(state, req))
         }
         (_, "/mcp") => answer(method_not_allowed("POST, DELETE")),
-        (_, p) if p == "/console" || p.starts_with("/console/") => {
-            Box::pin(async move { crate::console::serve(&state, req).await })
-        }
-        _ => answer(full(
-            StatusCode::NOT_FOUND,
-            Some("text/plain"),
-            "not found\n",
-        )),
+        #[cfg(feature = "console")]
+        (_, p) if p == "/console" || p.starts_with("/console/") => Box::pin(async move {
+            let Some(console) = state.console.as_ref() else {
+                return not_found();
+            };
+            let peer = req
+                .extensions()
+                .get::<crate::conn::Peer>()
+                .map(|p| p.0.ip());
+            console.serve(req, peer).await
+        }),
+        _ => answer(not_found()),
     }
+}
+
+/// 404, for every path the gateway does not serve.
+fn not_found() -> Response<ResBody> {
+    full(StatusCode::NOT_FOUND, Some("text/plain"), "not found\n")
 }
 
 /// 405 naming the methods `/mcp` takes here.

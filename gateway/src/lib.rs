@@ -29,7 +29,6 @@
 
 mod auth;
 mod conn;
-mod console;
 mod dispatch;
 mod envelope;
 mod error;
@@ -79,6 +78,11 @@ pub enum GatewayError {
     /// Authentication cannot be set up (token file or key set unreadable).
     #[error("{0}")]
     Auth(String),
+    /// `MCPT_CONSOLE=on` in a gateway built without the console.
+    #[error(
+        "MCPT_CONSOLE=on, but this gateway was built without the console (build it with `--features console`, as the mcp-tasks command and the image are)"
+    )]
+    NoConsole,
 }
 
 /// Serve MCP on `listener` until `shutdown` fires, then stop accepting, report not-ready,
@@ -93,9 +97,15 @@ pub async fn run(
 ) -> Result<(), GatewayError> {
     let local: SocketAddr = listener.local_addr()?;
     config.check_exposure(local).map_err(GatewayError::Auth)?;
-    let auth = auth::Authenticator::new(&config.auth)
-        .await
-        .map_err(GatewayError::Auth)?;
+    #[cfg(not(feature = "console"))]
+    if config.console.enabled {
+        return Err(GatewayError::NoConsole);
+    }
+    let auth = Arc::new(
+        auth::Authenticator::new(&config.auth)
+            .await
+            .map_err(GatewayError::Auth)?,
+    );
     let store = Store::connect_sharded(&config.redis_url, config.queue_shards)
         .await?
         .with_replication(config.replication)?;
@@ -107,12 +117,21 @@ pub async fn run(
         format!("gateway:{}", uuid::Uuid::new_v4().simple()),
         hub_stop.clone(),
     ));
-    let console = config
-        .console
-        .enabled
-        .then(|| console::Console::start(&config.console, &store, &hub, hub_stop.clone()));
+    let streams_end = CancellationToken::new();
+    #[cfg(feature = "console")]
+    let console = config.console.enabled.then(|| {
+        let mount = mcp_tasks_console::Mount {
+            store: store.clone(),
+            auth: auth.clone(),
+            allowed_origins: config.allowed_origins.clone(),
+            loopback_only: local.ip().is_loopback(),
+            streams_end: streams_end.clone(),
+        };
+        mcp_tasks_console::Console::start(&config.console, mount, &hub, hub_stop.clone())
+    });
     let state = Arc::new(State {
         hub,
+        #[cfg(feature = "console")]
         console,
         registry: registry::Registry::new(store.clone()),
         forwarder: store.forwarder(mcp_tasks_store::forward::ForwardLimits {
@@ -123,7 +142,7 @@ pub async fn run(
         store,
         loopback_only: local.ip().is_loopback(),
         ready: AtomicBool::new(true),
-        streams_end: CancellationToken::new(),
+        streams_end,
         prunes: state::Prunes::new(),
         config,
     });
@@ -176,8 +195,14 @@ pub async fn run(
         let stopping = state.streams_end.clone();
         let state = state.clone();
         let requests = slot.clone();
-        let service = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
-            req.extensions_mut().insert(conn::Peer(peer));
+        let service = hyper::service::service_fn(move |req: hyper::Request<_>| {
+            // The console's sign-in limit counts attempts per client address.
+            #[cfg(feature = "console")]
+            let req = {
+                let mut req = req;
+                req.extensions_mut().insert(conn::Peer(peer));
+                req
+            };
             let busy = requests.begin();
             let served = http::serve(state.clone(), req);
             async move {

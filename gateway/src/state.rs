@@ -3,8 +3,8 @@
 
 use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use mcp_tasks_shared::config::GatewayConfig;
 use mcp_tasks_shared::sync::lock;
@@ -13,7 +13,7 @@ use mcp_tasks_store::events::EventHub;
 use mcp_tasks_store::forward::Forwarder;
 use tokio_util::sync::CancellationToken;
 
-use crate::{auth, console, registry};
+use crate::{auth, registry};
 
 /// Shared by every request of one gateway process.
 pub(crate) struct State {
@@ -24,7 +24,7 @@ pub(crate) struct State {
     /// Forwards `prompts/*` and `resources/*` to the workers holding upstream sessions.
     pub(crate) forwarder: Forwarder,
     /// Who may call.
-    pub(crate) auth: auth::Authenticator,
+    pub(crate) auth: Arc<auth::Authenticator>,
     /// Listening on loopback: `Host` must be a loopback name (DNS rebinding, B-17).
     pub(crate) loopback_only: bool,
     /// False once shutdown started: `/readyz` then fails.
@@ -32,7 +32,8 @@ pub(crate) struct State {
     /// Cancelled when the gateway stops accepting: listen streams end gracefully.
     pub(crate) streams_end: CancellationToken,
     /// The operator's console, when `MCPT_CONSOLE=on`.
-    pub(crate) console: Option<console::Console>,
+    #[cfg(feature = "console")]
+    pub(crate) console: Option<mcp_tasks_console::Console>,
     /// Prunes of owners' unfinished sets at their limit.
     pub(crate) prunes: Prunes,
 }

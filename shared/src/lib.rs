@@ -12,8 +12,10 @@
 
 #![warn(missing_docs)]
 
+pub mod body;
 pub mod config;
 pub mod metrics;
+pub mod owner;
 pub mod schema;
 pub mod shutdown;
 pub mod sync;

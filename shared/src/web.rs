@@ -67,3 +67,32 @@ pub async fn read_bounded(mut body: Incoming, max: usize) -> Result<(Vec<u8>, bo
     }
     Ok((out, false))
 }
+
+/// Whether the host a request names is a loopback address (checked when the gateway
+/// listens on loopback, so a DNS-rebound name cannot reach it): the `Host` header, and the
+/// authority of the target (HTTP/2's `:authority`, which stands for `Host` there; an
+/// HTTP/1 absolute-form target), each when present.
+pub fn host_allowed(uri: &hyper::Uri, headers: &hyper::HeaderMap) -> bool {
+    let header = match headers.get(hyper::header::HOST).map(|h| h.to_str()) {
+        None => true,
+        Some(Ok(host)) => is_loopback_host(host),
+        Some(Err(_)) => false,
+    };
+    header && uri.authority().is_none_or(|a| is_loopback_host(a.as_str()))
+}
+
+/// `localhost`, `127.x.y.z` or `[::1]`, with an optional port.
+pub fn is_loopback_host(host_port: &str) -> bool {
+    let host = if let Some(rest) = host_port.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((h, tail)) if tail.is_empty() || tail.starts_with(':') => h,
+            _ => return false,
+        }
+    } else {
+        host_port.rsplit_once(':').map_or(host_port, |(h, _)| h)
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}

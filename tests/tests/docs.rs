@@ -1,6 +1,6 @@
 //! `docs/configuration.md` names exactly the `MCPT_*` variables the product code reads:
-//! every string literal `"MCPT_…"` in the `.rs` files under `gateway/`, `worker/`, `shared/`
-//! and `cli/` (skipping `target` and `fuzz` directories) must appear there as `` `MCPT_X` ``,
+//! every string literal `"MCPT_…"` in the `.rs` files under `gateway/`, `console/`, `worker/`,
+//! `shared/` and `cli/` (skipping `target` and `fuzz` directories) must appear there as `` `MCPT_X` ``,
 //! and every `MCPT_*` name the page mentions must be one the code names.
 
 use std::collections::BTreeSet;
@@ -8,7 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The product code's directories, relative to the repository root.
-const PRODUCT_DIRS: [&str; 4] = ["gateway", "worker", "shared", "cli"];
+const PRODUCT_DIRS: [&str; 5] = ["gateway", "console", "worker", "shared", "cli"];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

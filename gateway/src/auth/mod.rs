@@ -7,6 +7,8 @@
 //! [`resource_metadata`] answers. Tasks are owned by a digest of the principal
 //! ([`owner_digest`]); neither the credential nor the principal itself is stored or logged.
 
+#[cfg(feature = "console")]
+mod console;
 pub(crate) mod jwt;
 mod tokens;
 
@@ -16,7 +18,6 @@ use hyper::HeaderMap;
 use hyper::header::{self, HeaderValue};
 use mcp_tasks_shared::config::{AuthConfig, AuthMode};
 use serde_json::{Value, json};
-use sha2::{Digest as _, Sha256};
 
 /// The owner of every task when authentication is off.
 pub(crate) const ANONYMOUS: &str = mcp_tasks_protocol::meta::ANONYMOUS_OWNER;
@@ -64,20 +65,7 @@ impl Challenge {
     }
 }
 
-/// A task owner: a digest of the principal, so Redis, the worker and the logs never hold
-/// the principal's name.
-pub(crate) fn owner_digest(principal: &str) -> String {
-    let d = Sha256::new()
-        .chain_update(b"mcp-tasks principal\0")
-        .chain_update(principal.as_bytes())
-        .finalize();
-    let mut out = String::with_capacity(34);
-    out.push_str("p:");
-    for b in &d[..16] {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
-}
+pub(crate) use mcp_tasks_shared::owner::owner_digest;
 
 /// The bearer token of `headers`: `Ok(None)` without an `Authorization` header.
 fn bearer(headers: &HeaderMap) -> Result<Option<&str>, Challenge> {
@@ -168,26 +156,6 @@ impl Authenticator {
         self.principal_of(token).await
     }
 
-    /// What a console session remembers of the credential it was started with, so that it
-    /// ends with it: a token's SHA-256 (the session lasts while the token file still holds
-    /// it), or for a JWT its `exp` (the session ends then; a JWT cannot be revoked here).
-    pub(crate) fn credential_of(&self, token: &str) -> Credential {
-        match self {
-            Authenticator::Anonymous => Credential::None,
-            Authenticator::Tokens(_) => Credential::Token(tokens::digest(token)),
-            Authenticator::Jwt(_) => Credential::Expires(jwt_exp(token).unwrap_or(0)),
-        }
-    }
-
-    /// Whether `principal` still holds a token whose digest passes `matches` (token mode);
-    /// always true in the other modes (a JWT session is capped by its `exp` instead).
-    pub(crate) fn still_holds(&self, principal: &str, matches: impl Fn(&[u8; 32]) -> bool) -> bool {
-        match self {
-            Authenticator::Tokens(file) => file.digests_of(principal).iter().any(matches),
-            Authenticator::Anonymous | Authenticator::Jwt(_) => true,
-        }
-    }
-
     /// The principal a bearer token (static token or JWT) stands for.
     pub(crate) async fn principal_of(&self, token: &str) -> Result<String, Challenge> {
         match self {
@@ -201,27 +169,6 @@ impl Authenticator {
             }),
         }
     }
-}
-
-/// What a console session is bound to (see [`Authenticator::credential_of`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Credential {
-    /// No authentication.
-    None,
-    /// A token of the token file, by its SHA-256.
-    Token([u8; 32]),
-    /// A JWT valid until these seconds since the epoch.
-    Expires(u64),
-}
-
-/// The `exp` claim of a JWT already verified (read, not checked again).
-fn jwt_exp(token: &str) -> Option<u64> {
-    use base64::Engine as _;
-    let payload = token.split('.').nth(1)?;
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .ok()?;
-    serde_json::from_slice::<Value>(&bytes).ok()?["exp"].as_u64()
 }
 
 /// This server's resource URL: `MCPT_AUTH_RESOURCE`, else from the request's `Host` (and

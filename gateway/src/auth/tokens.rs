@@ -116,6 +116,7 @@ impl TokenFile {
     }
 
     /// The digests of `principal`'s tokens in the file now (reread when it changed).
+    #[cfg(feature = "console")]
     pub(crate) fn digests_of(&self, principal: &str) -> Vec<[u8; 32]> {
         self.reload_if_changed();
         let Ok(loaded) = self.loaded.read() else {

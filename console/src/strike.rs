@@ -12,7 +12,7 @@ use mcp_tasks_store::strikes::{self, Strike, strike_id};
 use serde::Deserialize;
 
 use super::{api, logged};
-use crate::state::State;
+use crate::State;
 
 /// How long a restore spends queueing the held jobs again before leaving the rest to the
 /// workers (which release them within seconds anyway).

@@ -12,6 +12,9 @@
 //!
 //! Reads come from the console's memory (`view.rs`), kept by one refresher per gateway;
 //! a task's detail page reads that task once more (worker, deliveries, trace).
+//!
+//! The gateway mounts it (its `console` feature) and gives it only a [`Mount`]: the store,
+//! the gateway's authentication behind [`Access`], and a few settings.
 
 mod api;
 mod chart;
@@ -22,6 +25,9 @@ mod signin_limit;
 mod strike;
 mod view;
 
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -32,20 +38,67 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use maud::Markup;
+use mcp_tasks_protocol::meta::ANONYMOUS_OWNER;
+use mcp_tasks_shared::body::{self as reply, ResBody};
 use mcp_tasks_shared::config::ConsoleConfig;
+use mcp_tasks_shared::owner::owner_digest;
+use mcp_tasks_store::Store;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-use crate::reply::{self, ResBody};
-use crate::state::State;
-use crate::{auth, headers};
 
 use api::Filter;
 use session::Sessions;
 use view::{Known, View};
 
+/// A principal, once a credential is checked (`None`: not valid).
+pub type Checked<'a> = Pin<Box<dyn Future<Output = Option<String>> + Send + 'a>>;
+
+/// What the console asks of the authentication of the server that mounts it.
+pub trait Access: Send + Sync {
+    /// Whether callers authenticate (without, every caller is the anonymous principal).
+    fn enabled(&self) -> bool;
+    /// The principal of a request's `Authorization` header.
+    fn principal<'a>(&'a self, headers: &'a HeaderMap) -> Checked<'a>;
+    /// The principal a bearer token (a static token or a JWT) stands for.
+    fn principal_of<'a>(&'a self, token: &'a str) -> Checked<'a>;
+    /// What a session signed in with `token` is bound to.
+    fn credential_of(&self, token: &str) -> Credential;
+    /// Whether `principal` still holds a token whose digest passes `matches` (static
+    /// tokens); always true where a session is capped otherwise (a JWT's `exp`).
+    fn still_holds(&self, principal: &str, matches: &dyn Fn(&[u8; 32]) -> bool) -> bool;
+}
+
+/// What a console session is bound to (see [`Access::credential_of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    /// No authentication.
+    None,
+    /// A token of the token file, by its SHA-256.
+    Token([u8; 32]),
+    /// A JWT valid until these seconds since the epoch.
+    Expires(u64),
+}
+
+/// What the console is given by the server that mounts it.
+pub struct Mount {
+    /// The task store.
+    pub store: Store,
+    /// Who callers are.
+    pub auth: Arc<dyn Access>,
+    /// `MCPT_ALLOWED_ORIGINS`: origins whose `POST`s are accepted besides this server's.
+    pub allowed_origins: Vec<String>,
+    /// Listening on loopback only: `Host` must then be a loopback name (DNS rebinding).
+    pub loopback_only: bool,
+    /// Cancelled when the server stops accepting: event streams end.
+    pub streams_end: CancellationToken,
+}
+
+/// The console's name for what it is given.
+type State = Mount;
+
 /// The console of one gateway.
-pub(crate) struct Console {
+pub struct Console {
+    state: Arc<Mount>,
     view: Arc<View>,
     sessions: Sessions,
     config: ConsoleConfig,
@@ -81,13 +134,16 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 const MAX_FORM_BYTES: usize = 16 * 1024;
 
 impl Console {
-    /// The console of `config`, with its refresher started (it stops with `stop`).
-    pub(crate) fn start(
+    /// The console of `config` on `mount`, with its refresher started (it stops with
+    /// `stop`).
+    #[must_use]
+    pub fn start(
         config: &ConsoleConfig,
-        store: &mcp_tasks_store::Store,
+        mount: Mount,
         hub: &mcp_tasks_store::events::EventHub,
         stop: CancellationToken,
     ) -> Console {
+        let store = &mount.store;
         if config.secret.is_none() {
             tracing::info!(
                 "console: MCPT_CONSOLE_SECRET unset: sessions are signed with a random key of \
@@ -102,6 +158,7 @@ impl Console {
             stop,
         ));
         Console {
+            state: Arc::new(mount),
             view,
             sessions: Sessions::new(config.secret.as_deref()),
             config: config.clone(),
@@ -176,10 +233,10 @@ fn listed(principals: &[String], principal: &str) -> bool {
 /// How a console log line names its principal: the owner digest (logs carry no principal's
 /// name), or `anonymous` without authentication.
 fn logged(principal: &str) -> String {
-    if principal == auth::ANONYMOUS {
+    if principal == ANONYMOUS_OWNER {
         principal.to_owned()
     } else {
-        auth::owner_digest(principal)
+        owner_digest(principal)
     }
 }
 
@@ -194,21 +251,21 @@ impl Console {
     /// else a session's or bearer token's principal listed in `MCPT_CONSOLE_PRINCIPALS`.
     async fn who(&self, state: &State, headers: &HeaderMap) -> Option<String> {
         if !state.auth.enabled() {
-            return Some(auth::ANONYMOUS.to_owned());
+            return Some(ANONYMOUS_OWNER.to_owned());
         }
         let principal = match self.sessions.principal(headers) {
             // A session lasts while its token does (a JWT's ends at its `exp`).
             Some((p, credential)) => {
                 let holds = state
                     .auth
-                    .still_holds(&p, |digest| self.sessions.token_tag(digest) == credential);
+                    .still_holds(&p, &|digest| self.sessions.token_tag(digest) == credential);
                 if !holds {
                     return None;
                 }
                 p
             }
             None if headers.contains_key(header::AUTHORIZATION) => {
-                state.auth.principal(headers).await.ok()?
+                state.auth.principal(headers).await?
             }
             None => return None,
         };
@@ -221,12 +278,22 @@ impl Console {
     }
 }
 
+impl Console {
+    /// Answer one request under `/console` from `peer` (its address, for the sign-in
+    /// limit).
+    pub async fn serve(&self, req: Request<Incoming>, peer: Option<IpAddr>) -> Response<ResBody> {
+        serve(&self.state, self, req, peer).await
+    }
+}
+
 /// Route one request under `/console`.
-pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Response<ResBody> {
-    let Some(console) = state.console.as_ref() else {
-        return not_found();
-    };
-    if state.loopback_only && !headers::host_allowed(req.uri(), req.headers()) {
+async fn serve(
+    state: &Arc<State>,
+    console: &Console,
+    req: Request<Incoming>,
+    peer: Option<IpAddr>,
+) -> Response<ResBody> {
+    if state.loopback_only && !mcp_tasks_shared::web::host_allowed(req.uri(), req.headers()) {
         return reply::full(
             StatusCode::FORBIDDEN,
             Some("text/plain"),
@@ -236,7 +303,7 @@ pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Respons
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
     if path == "/console/signin" {
-        return signin(state, console, req).await;
+        return signin(state, console, req, peer).await;
     }
     if let Some(asset) = path.strip_prefix("/console/static/") {
         // Public: nothing in them is secret, and the sign-in page needs them.
@@ -249,9 +316,7 @@ pub(crate) async fn serve(state: &Arc<State>, req: Request<Incoming>) -> Respons
     let Some(principal) = console.who(state, req.headers()).await else {
         return not_found();
     };
-    if method == Method::POST
-        && !same_origin(req.uri(), req.headers(), &state.config.allowed_origins)
-    {
+    if method == Method::POST && !same_origin(req.uri(), req.headers(), &state.allowed_origins) {
         tracing::info!(http.path = %path, "console: POST refused: Origin missing or foreign");
         return api::error(StatusCode::FORBIDDEN, "Origin missing or not this server");
     }
@@ -670,7 +735,12 @@ fn events(state: &Arc<State>, console: &Console) -> Response<ResBody> {
 
 /// `/console/signin`: the form (`GET`), or a token checked with the gateway's own
 /// authentication (`POST`), answered with a session cookie for a console principal.
-async fn signin(state: &State, console: &Console, req: Request<Incoming>) -> Response<ResBody> {
+async fn signin(
+    state: &State,
+    console: &Console,
+    req: Request<Incoming>,
+    peer: Option<IpAddr>,
+) -> Response<ResBody> {
     if !state.auth.enabled() {
         // Nothing to sign in to: everyone who reaches a loopback-only console is in.
         return see_other("/console/");
@@ -678,13 +748,11 @@ async fn signin(state: &State, console: &Console, req: Request<Incoming>) -> Res
     match *req.method() {
         Method::GET => html(StatusCode::OK, pages::signin(false)),
         Method::POST => {
-            if !same_origin(req.uri(), req.headers(), &state.config.allowed_origins) {
+            if !same_origin(req.uri(), req.headers(), &state.allowed_origins) {
                 return api::error(StatusCode::FORBIDDEN, "Origin missing or not this server");
             }
-            if let Some(peer) = req.extensions().get::<crate::conn::Peer>()
-                && let Err(wait) = console
-                    .attempts
-                    .admit(peer.0.ip(), std::time::Instant::now())
+            if let Some(peer) = peer
+                && let Err(wait) = console.attempts.admit(peer, std::time::Instant::now())
             {
                 tracing::info!("console: sign-in refused: too many attempts from one address");
                 let mut res = api::error(
@@ -717,7 +785,7 @@ async fn signin(state: &State, console: &Console, req: Request<Incoming>) -> Res
             let principal = if token.is_empty() {
                 None
             } else {
-                state.auth.principal_of(&token).await.ok()
+                state.auth.principal_of(&token).await
             };
             match principal.filter(|p| listed(&console.config.principals, p)) {
                 Some(p) => {

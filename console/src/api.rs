@@ -9,7 +9,7 @@ use mcp_tasks_store::console::TaskDetail;
 use serde_json::{Value, json};
 
 use super::view::{Known, MAX_TASKS, View};
-use crate::reply::{self, ResBody};
+use mcp_tasks_shared::body::{self as reply, ResBody};
 
 /// Tasks listed when no `limit` is given.
 pub(crate) const DEFAULT_LIMIT: usize = 100;

@@ -19,7 +19,7 @@ use hmac::{KeyInit as _, Mac as _};
 use hyper::HeaderMap;
 use hyper::header;
 
-use crate::auth::Credential;
+use crate::Credential;
 
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
