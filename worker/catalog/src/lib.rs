@@ -27,6 +27,7 @@
 mod command;
 mod fields;
 mod http;
+mod schema;
 mod upstream;
 
 use std::collections::HashSet;
@@ -40,6 +41,7 @@ use serde_json::{Value, json};
 
 use self::command::{Command, CommandTool, Part};
 use self::fields::Common;
+use self::schema::check_schema;
 use mcp_tasks_worker::{Tool, ToolSpec};
 
 /// Least time between two status messages a catalog tool writes (at most four a second).
@@ -430,7 +432,7 @@ fn tool_spec(common: Common, config: &WorkerConfig) -> Result<ToolSpec, FieldErr
     let schema = match common.input_schema {
         None => json!({"type": "object"}),
         Some(schema) => {
-            check_schema(&schema).map_err(|why| bad("input_schema", why))?;
+            check_schema(&schema).map_err(|why| bad("input_schema", why.to_string()))?;
             schema
         }
     };
@@ -486,31 +488,6 @@ fn tool_spec(common: Common, config: &WorkerConfig) -> Result<ToolSpec, FieldErr
         spec.concurrency_key = Some(arg.to_owned());
     }
     Ok(spec)
-}
-
-/// The JSON Schema root the gateway can use: an object schema with well-formed
-/// `properties` and `required`. (The validator in `shared::schema` has no separate
-/// compile step; it never fails on a schema, it ignores what it does not support.)
-fn check_schema(schema: &Value) -> Result<(), String> {
-    let Some(obj) = schema.as_object() else {
-        return Err("expected a table (a JSON Schema object)".to_owned());
-    };
-    if obj.get("type") != Some(&json!("object")) {
-        return Err("the root must have type = \"object\"".to_owned());
-    }
-    if let Some(p) = obj.get("properties")
-        && !p
-            .as_object()
-            .is_some_and(|m| m.values().all(Value::is_object))
-    {
-        return Err("properties must be a table of schema tables".to_owned());
-    }
-    if let Some(r) = obj.get("required")
-        && !r.as_array().is_some_and(|a| a.iter().all(Value::is_string))
-    {
-        return Err("required must be a list of property names".to_owned());
-    }
-    Ok(())
 }
 
 /// The declared property names, when the schema lists `properties`.

@@ -29,6 +29,13 @@
 //! does not start. After start, a session whose process died is replaced on the next
 //! call.
 //!
+//! A listed tool's `inputSchema` must be an object schema (else the tool is skipped, or
+//! refused when named in `tools`). A keyword in it that the gateway's validator does not
+//! enforce (`mcp_tasks_shared::schema::unenforced`) does not refuse the tool: the schema is
+//! the upstream's, and the upstream validates its own input; one warning names the tool
+//! and the keyword, and the gateway enforces the rest (the tool's spec is marked
+//! `schema_checked_upstream`, so the worker's own check before advertising lets it pass).
+//!
 //! How a call runs upstream (progress, input requests, the upstream's own tasks,
 //! cancellation) is `upstream/call.rs`; sessions and their pool are `upstream/session.rs`.
 
@@ -50,7 +57,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::fields::{self, string_list};
-use super::{FieldError, bad, check_schema, directory, tool_spec};
+use super::schema::check_shape;
+use super::{FieldError, bad, directory, tool_spec};
 use mcp_tasks_worker::{CallToolResult, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
 
 pub(crate) use self::provide::Claims;
@@ -347,6 +355,7 @@ impl Upstream {
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect(),
             };
+            spec.schema_checked_upstream = true;
             tools.push(Arc::new(UpstreamTool {
                 spec,
                 call: Arc::new(call::Remote {
@@ -405,7 +414,19 @@ impl Upstream {
                     "cannot be listed as {ours:?} (1 to 128 characters of A-Z a-z 0-9 _ . -)"
                 ));
             }
-            check_schema(&t.input_schema).map_err(|why| format!("its inputSchema: {why}"))?;
+            check_shape(&t.input_schema).map_err(|why| format!("its inputSchema: {why}"))?;
+            // Not our schema: the upstream validates its own input, so the tool is kept and
+            // the gateway enforces what it can.
+            if let Err(why) = mcp_tasks_shared::schema::unenforced(&t.input_schema) {
+                tracing::warn!(
+                    upstream.name = %self.name,
+                    tool.name = %ours,
+                    "upstream {}: tool {:?} kept, but its inputSchema is only partly checked \
+                     by the gateway (the upstream validates its own input): {why}",
+                    self.name,
+                    t.name
+                );
+            }
             let support = t
                 .extra
                 .get("execution")
@@ -623,6 +644,39 @@ mod tests {
         let c = parse(text).expect("deploy/examples/upstream-everything.toml");
         assert_eq!(c.upstreams.len(), 1);
         assert_eq!(c.upstreams[0].prefix, "everything_");
+    }
+
+    /// An upstream's schema with a keyword the gateway does not enforce keeps its tool (the
+    /// upstream validates its own input); one that is not an object schema does not.
+    #[test]
+    fn an_unenforced_upstream_keyword_keeps_the_tool() {
+        let listing = |name: &str, input_schema: Value| WireTool {
+            name: name.to_owned(),
+            description: String::new(),
+            input_schema,
+            extra: serde_json::Map::new(),
+        };
+        let listed = [
+            listing(
+                "loose",
+                json!({"type": "object", "unevaluatedProperties": false}),
+            ),
+            listing("odd", json!({"type": "array"})),
+        ];
+        let entry = |tools: &str| {
+            let text = format!("[[upstream]]\nname = \"u\"\ncommand = [\"x\"]\ntools = {tools}\n");
+            parse(&text).expect("valid").upstreams.remove(0)
+        };
+        let all = entry("[\"*\"]").choose(&listed).ok().expect("chosen");
+        let names: Vec<&str> = all.iter().map(|(t, _)| t.name.as_str()).collect();
+        assert_eq!(names, ["loose"]);
+        let named = entry("[\"loose\"]").choose(&listed).ok().expect("chosen");
+        assert_eq!(named[0].0.input_schema["unevaluatedProperties"], false);
+        let refused = entry("[\"odd\"]").choose(&listed).expect_err("refused");
+        assert_eq!(
+            refused.problem,
+            "tool \"odd\" its inputSchema: the root must have type = \"object\""
+        );
     }
 
     #[tokio::test]

@@ -179,6 +179,16 @@ pub async fn run_serving(
                 },
             );
         }
+        // The gateway validates calls with this schema: a keyword it would not enforce is
+        // refused here rather than silently ignored on every call.
+        if !spec.schema_checked_upstream
+            && let Err(why) = mcp_tasks_shared::schema::unenforced(&spec.tool.input_schema)
+        {
+            return Err(WorkerError::Tools(format!(
+                "tool {}: its input schema: {why}",
+                spec.tool.name
+            )));
+        }
         adverts.push(advert(
             &spec,
             u32::try_from(rank).unwrap_or(u32::MAX),

@@ -169,6 +169,11 @@ pub struct ToolSpec {
     /// At most this many starts per window across the fleet (per `concurrency_key` value);
     /// the others wait, holding no worker slot.
     pub rate: Option<Rate>,
+    /// The input schema is another server's, which validates its own input (an upstream
+    /// MCP server's tool): keywords the gateway's validator does not enforce are then
+    /// allowed, and left to that server. Ours (`false`, the default) must use only
+    /// keywords the validator enforces.
+    pub schema_checked_upstream: bool,
 }
 
 /// A start rate: `starts` per `per` (`"10/min"`).
@@ -225,6 +230,7 @@ impl ToolSpec {
             max_running: None,
             concurrency_key: None,
             rate: None,
+            schema_checked_upstream: false,
         }
     }
 
