@@ -20,8 +20,9 @@ pub const DEFAULT_FAIR_SHARE: f64 = 0.5;
 /// worker may take, and only while every other slot runs a job (0 turns them off).
 pub const ENV_GUEST_SLOTS: &str = "MCPT_GUEST_SLOTS";
 
-/// Default guest slots: one.
-pub const DEFAULT_GUEST_SLOTS: usize = 1;
+/// Default guest slots: none (a full worker's guest loop may take a job another, idle
+/// worker would have run, and keep it until a slot frees).
+pub const DEFAULT_GUEST_SLOTS: usize = 0;
 
 /// Comma-separated queues a worker serves.
 pub const ENV_QUEUES: &str = "MCPT_QUEUES";
@@ -83,8 +84,8 @@ pub struct WorkerConfig {
     /// `MCPT_FAIR_SHARE`, default 0.5: the share of `concurrency` one principal holds
     /// while others wait (1: no bound).
     pub fair_share: f64,
-    /// `MCPT_GUEST_SLOTS`, default 1: slots for a principal that runs nothing here while
-    /// every other slot is taken.
+    /// `MCPT_GUEST_SLOTS`, default 0: slots for a principal that runs nothing here while
+    /// every other slot runs a job.
     pub guest_slots: usize,
     /// `MCPT_LIMIT_STORED_BYTES` for an authenticated owner's results (default 64 MiB).
     pub stored_bytes: u64,

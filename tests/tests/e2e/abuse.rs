@@ -311,7 +311,7 @@ async fn another_principals_short_task_is_not_stuck_behind_a_backlog() -> Result
 
 /// Issue 36, item 1: Alice's 64 one-minute tasks hold all 8 slots, so no slot frees for a
 /// minute; Bob runs nothing on the worker, so his 0 ms task starts on the guest slot
-/// (`MCPT_GUEST_SLOTS`, default 1) and completes within 3 s. Without a guest slot it waits
+/// (`MCPT_GUEST_SLOTS=1`) and completes within 3 s. Without a guest slot it waits
 /// for the first of Alice's runs to end.
 #[tokio::test]
 async fn a_principal_with_nothing_running_starts_while_every_slot_is_taken() -> Result<()> {

@@ -11,7 +11,8 @@
 //!   [`WINDOW`](super::share::WINDOW) entries (the fair share's script), so the loop reads
 //!   on and reaches that job after at most the jobs in front of it;
 //! - else the loop holds it (its claim renewed, as a parked task's) until a slot frees,
-//!   looking again every [`LOOK_AGAIN`] for such a job behind it.
+//!   looking again every [`LOOK_AGAIN`] for such a job behind it, and for a strike of its
+//!   tool (then it is held off the stream at once, as a queued job would be).
 //!
 //! A principal alone therefore loses nothing (its next job runs in the first slot that
 //! frees, as it would have), and the guest slots add at most their number to what runs.
@@ -49,8 +50,9 @@ impl Runner {
                 () = shutdown.cancelled() => break,
                 p = guests.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
             };
-            // While a slot is free the read loop takes the jobs.
-            if self.slots.semaphore.available_permits() > 0 {
+            // While a slot is free (or held by the read loop waiting for a job) the read
+            // loop takes the jobs.
+            if !self.slots.all_running() {
                 tokio::select! {
                     () = shutdown.cancelled() => break,
                     () = tokio::time::sleep(FULL_EVERY) => continue,
@@ -106,10 +108,14 @@ impl Runner {
             return;
         }
         let mut look = tokio::time::interval(LOOK_AGAIN);
+        // One wait for the whole time, so it keeps its place in the semaphore's queue.
+        let slot = self.slots.semaphore.clone().acquire_owned();
+        tokio::pin!(slot);
+        let mut d = d;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                p = self.slots.semaphore.clone().acquire_owned() => {
+                p = &mut slot => {
                     let Ok(permit) = p else { return };
                     self.claims.release(&d.stream, &d.entry);
                     if !self.defer(&d).await {
@@ -117,10 +123,17 @@ impl Runner {
                     }
                     return;
                 }
-                _ = look.tick() => if self.behind_guest(&d).await {
-                    self.claims.release(&d.stream, &d.entry);
-                    return;
-                },
+                _ = look.tick() => {
+                    // A strike holds a waiting job at once, as it would a queued one.
+                    let Some(waiting) = self.hold_if_struck(d) else {
+                        return;
+                    };
+                    d = waiting;
+                    if self.behind_guest(&d).await {
+                        self.claims.release(&d.stream, &d.entry);
+                        return;
+                    }
+                }
             }
         }
     }

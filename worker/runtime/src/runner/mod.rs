@@ -291,31 +291,10 @@ impl Runner {
             tracing::debug!(task.id = %d.task_id, "reclaimed a job this worker still runs; keeping the run");
             return;
         }
-        if let Ok(job) = &d.job
-            && let Some(strike) = self.strikes.matching(&job.tool, &job.args)
-        {
+        let Some(d) = self.hold_if_struck(d) else {
             drop(permit);
-            let message = format!(
-                "held: {} is struck; it runs when restored (`{}`)",
-                strike.describe(),
-                restore_command(&strike)
-            );
-            let this = self.clone();
-            self.tracker.spawn(async move {
-                match this.store.hold(&d, &message).await {
-                    Ok(true) => {
-                        tracing::info!(task.id = %d.task_id, "job held: its tool is struck")
-                    }
-                    Ok(false) => {}
-                    // Still pending for this worker: the sweep hands it out again.
-                    Err(e) => {
-                        tracing::warn!(task.id = %d.task_id, error = %e, "cannot hold a struck job")
-                    }
-                }
-                this.claims.release(&d.stream, &d.entry);
-            });
             return;
-        }
+        };
         let slot = self.slots.slot(permit, &d.owner);
         let span = tracing::info_span!(
             "job",
@@ -338,6 +317,39 @@ impl Runner {
             .spawn(Box::pin(this.run_job(d, slot, parked)).instrument(span));
         self.claims
             .set_abort(&stream, &entry, handle.abort_handle());
+    }
+
+    /// When `d`'s tool is struck, hold its job (off the stream until restored) and release
+    /// its claim, which the caller took (`None`); else give `d` back.
+    fn hold_if_struck(self: &Arc<Self>, d: Delivery) -> Option<Delivery> {
+        let Some(strike) = d
+            .job
+            .as_ref()
+            .ok()
+            .and_then(|job| self.strikes.matching(&job.tool, &job.args))
+        else {
+            return Some(d);
+        };
+        let message = format!(
+            "held: {} is struck; it runs when restored (`{}`)",
+            strike.describe(),
+            restore_command(&strike)
+        );
+        let this = self.clone();
+        self.tracker.spawn(async move {
+            match this.store.hold(&d, &message).await {
+                Ok(true) => {
+                    tracing::info!(task.id = %d.task_id, "job held: its tool is struck")
+                }
+                Ok(false) => {}
+                // Still pending for this worker: the sweep hands it out again.
+                Err(e) => {
+                    tracing::warn!(task.id = %d.task_id, error = %e, "cannot hold a struck job")
+                }
+            }
+            this.claims.release(&d.stream, &d.entry);
+        });
+        None
     }
 
     /// Renew this worker's claims every third of the lease, until `stop`.

@@ -20,6 +20,7 @@
 //! the first slot that frees, ahead of the backlog.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -138,6 +139,17 @@ impl Drop for ShareGuard {
 pub(crate) struct Slot {
     _permit: OwnedSemaphorePermit,
     _share: ShareGuard,
+    _running: Option<RunningGuard>,
+}
+
+/// One of the `MCPT_CONCURRENCY` slots running a job (not a guest slot, and not a permit
+/// the read loop holds while it waits for a job).
+struct RunningGuard(Arc<AtomicUsize>);
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, AtomicOrdering::AcqRel);
+    }
 }
 
 /// Where a job's slots come from: the worker's semaphore (and the guest slots' one),
@@ -148,6 +160,10 @@ pub(crate) struct Slots {
     pub(crate) shares: Arc<Shares>,
     /// `MCPT_GUEST_SLOTS`; `None` for 0.
     pub(crate) guests: Option<Arc<Semaphore>>,
+    /// `MCPT_CONCURRENCY`.
+    concurrency: usize,
+    /// Of those, the slots running a job now.
+    running: Arc<AtomicUsize>,
 }
 
 impl Slots {
@@ -157,14 +173,27 @@ impl Slots {
             semaphore: Arc::new(Semaphore::new(concurrency)),
             shares: Shares::new(concurrency, share),
             guests: (guests > 0).then(|| Arc::new(Semaphore::new(guests))),
+            concurrency,
+            running: Arc::default(),
         }
+    }
+
+    /// Whether every one of the `MCPT_CONCURRENCY` slots runs a job (the guest slots'
+    /// condition).
+    pub(crate) fn all_running(&self) -> bool {
+        self.running.load(AtomicOrdering::Acquire) >= self.concurrency
     }
 
     /// `permit` (of either semaphore), taken for `owner`'s job.
     pub(crate) fn slot(&self, permit: OwnedSemaphorePermit, owner: &str) -> Slot {
+        let running = Arc::ptr_eq(permit.semaphore(), &self.semaphore).then(|| {
+            self.running.fetch_add(1, AtomicOrdering::AcqRel);
+            RunningGuard(self.running.clone())
+        });
         Slot {
             _permit: permit,
             _share: self.shares.hold(owner),
+            _running: running,
         }
     }
 
@@ -221,6 +250,25 @@ mod tests {
         drop(alice);
         assert!(shares.runs_nothing("alice"));
         assert!(Slots::new(2, 0, 1.0).guests.is_none());
+    }
+
+    #[test]
+    fn only_slots_running_jobs_count_as_taken() {
+        let slots = Slots::new(2, 1, 0.5);
+        // A permit held while waiting for a job is not a running slot.
+        let waiting = slots.semaphore.clone().try_acquire_owned().expect("free");
+        let permit = slots.semaphore.clone().try_acquire_owned().expect("free");
+        let one = slots.slot(permit, "alice");
+        assert!(!slots.all_running());
+        let two = slots.slot(waiting, "alice");
+        assert!(slots.all_running());
+        // A guest slot is not one of them.
+        let guests = slots.guests.clone().expect("one");
+        let guest = slots.slot(guests.try_acquire_owned().expect("free"), "bob");
+        drop(one);
+        assert!(!slots.all_running());
+        drop((two, guest));
+        assert_eq!(slots.running.load(AtomicOrdering::Acquire), 0);
     }
 
     #[test]
