@@ -118,13 +118,14 @@ pub async fn run(
         hub_stop.clone(),
     ));
     let streams_end = CancellationToken::new();
+    let loopback_only = local.ip().is_loopback();
     #[cfg(feature = "console")]
     let console = config.console.enabled.then(|| {
         let mount = mcp_tasks_console::Mount {
             store: store.clone(),
             auth: auth.clone(),
             allowed_origins: config.allowed_origins.clone(),
-            loopback_only: local.ip().is_loopback(),
+            loopback_only,
             streams_end: streams_end.clone(),
         };
         mcp_tasks_console::Console::start(&config.console, mount, &hub, hub_stop.clone())
@@ -140,7 +141,7 @@ pub async fn run(
         }),
         auth,
         store,
-        loopback_only: local.ip().is_loopback(),
+        loopback_only,
         ready: AtomicBool::new(true),
         streams_end,
         prunes: state::Prunes::new(),
