@@ -275,22 +275,9 @@ pub(crate) struct TaskFilter {
     pub(crate) limit: Option<u32>,
 }
 
-/// Percent-encode a query value (RFC 3986 unreserved characters kept).
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-/// `tasks`: the recent tasks a gateway's console has seen, newest first.
-pub(crate) async fn tasks_via(client: &Client, f: &TaskFilter) -> Result<(), Fail> {
-    let mut query = Vec::new();
+/// The console API's query for `f` (form-encoded, as the console decodes it).
+fn task_query(f: &TaskFilter) -> String {
+    let mut query = form_urlencoded::Serializer::new(String::new());
     for (k, v) in [
         ("status", &f.status),
         ("tool", &f.tool),
@@ -298,13 +285,18 @@ pub(crate) async fn tasks_via(client: &Client, f: &TaskFilter) -> Result<(), Fai
         ("q", &f.id),
     ] {
         if let Some(v) = v {
-            query.push(format!("{k}={}", encode(v)));
+            query.append_pair(k, v);
         }
     }
     if let Some(n) = f.limit {
-        query.push(format!("limit={n}"));
+        query.append_pair("limit", &n.to_string());
     }
-    let path = format!("/console/api/tasks?{}", query.join("&"));
+    query.finish()
+}
+
+/// `tasks`: the recent tasks a gateway's console has seen, newest first.
+pub(crate) async fn tasks_via(client: &Client, f: &TaskFilter) -> Result<(), Fail> {
+    let path = format!("/console/api/tasks?{}", task_query(f));
     let body = console(client, &path).await?;
     let rows: Vec<Vec<String>> = body["tasks"]
         .as_array()
@@ -349,7 +341,16 @@ mod tests {
 
     #[test]
     fn query_values_are_encoded() {
-        assert_eq!(encode("a b&c=d"), "a%20b%26c%3Dd");
-        assert_eq!(encode("tsk_x-Y.~"), "tsk_x-Y.~");
+        let f = TaskFilter {
+            tool: Some("a b&c=d".into()),
+            id: Some("tsk_x-Y.~".into()),
+            limit: Some(5),
+            ..TaskFilter::default()
+        };
+        assert_eq!(task_query(&f), "tool=a+b%26c%3Dd&q=tsk_x-Y.%7E&limit=5");
+        let back: Vec<(String, String)> = form_urlencoded::parse(task_query(&f).as_bytes())
+            .into_owned()
+            .collect();
+        assert_eq!(back[0], ("tool".into(), "a b&c=d".into()));
     }
 }
