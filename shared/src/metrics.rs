@@ -33,7 +33,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use mcp_tasks_protocol::method::Method;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{
-    Counter, Histogram, ObservableCounter, ObservableGauge, ObservableUpDownCounter, UpDownCounter,
+    Counter, Histogram, Meter, ObservableCounter, ObservableGauge, ObservableUpDownCounter,
+    UpDownCounter,
 };
 
 pub use mcp_tasks_store::QueueDepth;
@@ -100,129 +101,150 @@ const REQUEST_SECONDS: &[f64] = &[
 /// The process' instruments.
 pub fn get() -> &'static Metrics {
     static METRICS: OnceLock<Metrics> = OnceLock::new();
-    METRICS.get_or_init(|| {
-        let meter = opentelemetry::global::meter("mcp-tasks");
-        let gauge = |name: &'static str, desc: &'static str, pick: fn(&QueueDepth) -> u64| {
-            meter
-                .u64_observable_gauge(name)
-                .with_description(desc)
-                .with_callback(move |observer| {
-                    let Ok(map) = DEPTHS.lock() else { return };
-                    for (queue, depth) in map.iter() {
-                        observer
-                            .observe(pick(depth), &[KeyValue::new("queue.name", queue.clone())]);
-                    }
-                })
-                .build()
-        };
-        Metrics {
-            tasks_created: meter
-                .u64_counter("mcpt.tasks.created")
-                .with_description("Tasks created, by tool and queue")
-                .build(),
-            tasks_finished: meter
-                .u64_counter("mcpt.tasks.finished")
-                .with_description("Tasks that reached a terminal status, by tool and status")
-                .build(),
-            task_duration: meter
-                .f64_histogram("mcpt.task.duration")
-                .with_unit("s")
-                .with_description("From tools/call to the terminal status")
-                .with_boundaries(TASK_SECONDS.to_vec())
-                .build(),
-            queue_wait: meter
-                .f64_histogram("mcpt.task.queue_wait")
-                .with_unit("s")
-                .with_description("From tools/call to a worker's first start of the job")
-                .with_boundaries(WAIT_SECONDS.to_vec())
-                .build(),
-            tasks_input_required: meter
-                .i64_up_down_counter("mcpt.tasks.input_required")
-                .with_description("Running jobs parked until the client answers an input request")
-                .build(),
-            request_duration: meter
-                .f64_histogram("mcpt.request.duration")
-                .with_unit("s")
-                .with_description("JSON-RPC request latency, by method and outcome")
-                .with_boundaries(REQUEST_SECONDS.to_vec())
-                .build(),
-            listeners_open: meter
-                .i64_up_down_counter("mcpt.listeners.open")
-                .with_description("Open subscriptions/listen notification streams")
-                .build(),
-            connections_open: meter
-                .i64_up_down_counter("mcpt.connections.open")
-                .with_description("Open client connections")
-                .build(),
-            connections_refused: meter
-                .u64_counter("mcpt.connections.refused")
-                .with_description("Connections closed at accept: MCPT_MAX_CONNECTIONS reached")
-                .build(),
-            connections_closed: meter
-                .u64_counter("mcpt.connections.closed")
-                .with_description("Connections the gateway closed, by reason")
-                .build(),
-            deliveries_reclaimed: meter
-                .u64_counter("mcpt.deliveries.reclaimed")
-                .with_description("Jobs taken over from a worker that stopped renewing them")
-                .build(),
-            redis_errors: meter
-                .u64_counter("mcpt.redis.errors")
-                .with_description("Redis calls that failed, by kind")
-                .build(),
-            redis_unreplicated: meter
-                .u64_counter("mcpt.redis.unreplicated")
-                .with_description("Acknowledged changes fewer replicas confirmed than MCPT_REDIS_WAIT_REPLICAS asks")
-                .build(),
-            _requests: meter
-                .u64_observable_counter("mcpt.requests")
-                .with_description("JSON-RPC requests, by method and outcome")
-                .with_callback(|observer| {
-                    for (slot, count) in REQUESTS.iter().enumerate() {
-                        let count = count.load(Ordering::Relaxed);
-                        if count > 0 {
-                            let (method, outcome) = request_slot(slot);
-                            observer.observe(
-                                count,
-                                &[
-                                    KeyValue::new("rpc.method", method),
-                                    KeyValue::new("outcome", outcome.as_str()),
-                                ],
-                            );
-                        }
-                    }
-                })
-                .build(),
-            _tasks_running: meter
-                .i64_observable_up_down_counter("mcpt.tasks.running")
-                .with_description("Jobs a worker is running (including those waiting for input)")
-                .with_callback(|observer| {
-                    let running = RUNNING.read().unwrap_or_else(PoisonError::into_inner);
-                    for (queue, count) in running.iter() {
-                        observer.observe(
-                            count.load(Ordering::Relaxed),
-                            &[KeyValue::new("queue.name", queue.clone())],
-                        );
-                    }
-                })
-                .build(),
-            queue_gauges: vec![
-                gauge("mcpt.queue.length", "Entries in the queue's stream", |d| {
-                    d.length
-                }),
-                gauge(
-                    "mcpt.queue.lag",
-                    "Entries not yet delivered to any worker",
-                    |d| d.lag,
-                ),
-                gauge(
-                    "mcpt.queue.pending",
-                    "Entries delivered and not yet finished",
-                    |d| d.pending,
-                ),
-            ],
-        }
-    })
+    METRICS.get_or_init(|| build(&opentelemetry::global::meter("mcp-tasks")))
+}
+
+/// Every instrument, registered with `meter`.
+fn build(meter: &Meter) -> Metrics {
+    let counter = |name: &'static str, desc: &'static str| {
+        meter.u64_counter(name).with_description(desc).build()
+    };
+    let up_down = |name: &'static str, desc: &'static str| {
+        meter
+            .i64_up_down_counter(name)
+            .with_description(desc)
+            .build()
+    };
+    let seconds = |name: &'static str, desc: &'static str, bounds: &[f64]| {
+        meter
+            .f64_histogram(name)
+            .with_unit("s")
+            .with_description(desc)
+            .with_boundaries(bounds.to_vec())
+            .build()
+    };
+    Metrics {
+        tasks_created: counter("mcpt.tasks.created", "Tasks created, by tool and queue"),
+        tasks_finished: counter(
+            "mcpt.tasks.finished",
+            "Tasks that reached a terminal status, by tool and status",
+        ),
+        task_duration: seconds(
+            "mcpt.task.duration",
+            "From tools/call to the terminal status",
+            TASK_SECONDS,
+        ),
+        queue_wait: seconds(
+            "mcpt.task.queue_wait",
+            "From tools/call to a worker's first start of the job",
+            WAIT_SECONDS,
+        ),
+        tasks_input_required: up_down(
+            "mcpt.tasks.input_required",
+            "Running jobs parked until the client answers an input request",
+        ),
+        request_duration: seconds(
+            "mcpt.request.duration",
+            "JSON-RPC request latency, by method and outcome",
+            REQUEST_SECONDS,
+        ),
+        listeners_open: up_down(
+            "mcpt.listeners.open",
+            "Open subscriptions/listen notification streams",
+        ),
+        connections_open: up_down("mcpt.connections.open", "Open client connections"),
+        connections_refused: counter(
+            "mcpt.connections.refused",
+            "Connections closed at accept: MCPT_MAX_CONNECTIONS reached",
+        ),
+        connections_closed: counter(
+            "mcpt.connections.closed",
+            "Connections the gateway closed, by reason",
+        ),
+        deliveries_reclaimed: counter(
+            "mcpt.deliveries.reclaimed",
+            "Jobs taken over from a worker that stopped renewing them",
+        ),
+        redis_errors: counter("mcpt.redis.errors", "Redis calls that failed, by kind"),
+        redis_unreplicated: counter(
+            "mcpt.redis.unreplicated",
+            "Acknowledged changes fewer replicas confirmed than MCPT_REDIS_WAIT_REPLICAS asks",
+        ),
+        _requests: observed_requests(meter),
+        _tasks_running: observed_running(meter),
+        queue_gauges: queue_gauges(meter),
+    }
+}
+
+/// `mcpt.requests`, read from the per-method, per-outcome counts.
+fn observed_requests(meter: &Meter) -> ObservableCounter<u64> {
+    meter
+        .u64_observable_counter("mcpt.requests")
+        .with_description("JSON-RPC requests, by method and outcome")
+        .with_callback(|observer| {
+            for (slot, count) in REQUESTS.iter().enumerate() {
+                let count = count.load(Ordering::Relaxed);
+                if count > 0 {
+                    let (method, outcome) = request_slot(slot);
+                    observer.observe(
+                        count,
+                        &[
+                            KeyValue::new("rpc.method", method),
+                            KeyValue::new("outcome", outcome.as_str()),
+                        ],
+                    );
+                }
+            }
+        })
+        .build()
+}
+
+/// `mcpt.tasks.running`, read from the per-queue running counts.
+fn observed_running(meter: &Meter) -> ObservableUpDownCounter<i64> {
+    meter
+        .i64_observable_up_down_counter("mcpt.tasks.running")
+        .with_description("Jobs a worker is running (including those waiting for input)")
+        .with_callback(|observer| {
+            let running = RUNNING.read().unwrap_or_else(PoisonError::into_inner);
+            for (queue, count) in running.iter() {
+                observer.observe(
+                    count.load(Ordering::Relaxed),
+                    &[KeyValue::new("queue.name", queue.clone())],
+                );
+            }
+        })
+        .build()
+}
+
+/// The queue depth gauges, read from the last sampled [`QueueDepth`] of each queue.
+fn queue_gauges(meter: &Meter) -> Vec<ObservableGauge<u64>> {
+    let gauge = |name: &'static str, desc: &'static str, pick: fn(&QueueDepth) -> u64| {
+        meter
+            .u64_observable_gauge(name)
+            .with_description(desc)
+            .with_callback(move |observer| {
+                let Ok(map) = DEPTHS.lock() else { return };
+                for (queue, depth) in map.iter() {
+                    observer.observe(pick(depth), &[KeyValue::new("queue.name", queue.clone())]);
+                }
+            })
+            .build()
+    };
+    vec![
+        gauge("mcpt.queue.length", "Entries in the queue's stream", |d| {
+            d.length
+        }),
+        gauge(
+            "mcpt.queue.lag",
+            "Entries not yet delivered to any worker",
+            |d| d.lag,
+        ),
+        gauge(
+            "mcpt.queue.pending",
+            "Entries delivered and not yet finished",
+            |d| d.pending,
+        ),
+    ]
 }
 
 /// How a request ended, for `mcpt.requests` and `mcpt.request.duration`.

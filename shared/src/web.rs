@@ -81,7 +81,8 @@ pub fn host_allowed(uri: &hyper::Uri, headers: &hyper::HeaderMap) -> bool {
     header && uri.authority().is_none_or(|a| is_loopback_host(a.as_str()))
 }
 
-/// `localhost`, `127.x.y.z` or `[::1]`, with an optional port.
+/// `localhost`, `127.x.y.z` or `[::1]`, with an optional port. Hand-written: hyper's
+/// `Authority` would also take userinfo (`a@127.0.0.1`), which no browser sends as a host.
 pub fn is_loopback_host(host_port: &str) -> bool {
     let host = if let Some(rest) = host_port.strip_prefix('[') {
         match rest.split_once(']') {

@@ -126,14 +126,6 @@ impl WorkerConfig {
     /// # Errors
     /// The first bad variable.
     pub fn from_source(src: &dyn Source) -> Result<Self, ConfigError> {
-        let name_list = |s: &str| {
-            list(s).filter(|items| {
-                items.iter().all(|q| {
-                    q.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-                })
-            })
-        };
         let redis_url = redis_url(src)?;
         Ok(WorkerConfig {
             queue_shards: queue_shards(src, &redis_url)?,
@@ -162,23 +154,8 @@ impl WorkerConfig {
             )?,
             stored_bytes: stored_bytes(src, false)?,
             stored_bytes_anonymous: stored_bytes(src, true)?,
-            queues: parsed(
-                src,
-                ENV_QUEUES,
-                vec![DEFAULT_QUEUE.to_owned()],
-                "a comma-separated list of queue names ([A-Za-z0-9._-])",
-                name_list,
-            )?,
-            tools: parsed(
-                src,
-                ENV_TOOLS,
-                vec![DEFAULT_TOOLS.to_owned()],
-                "a comma-separated list of tool packs (demo, conformance)",
-                |s| {
-                    name_list(s)
-                        .filter(|packs| packs.iter().all(|p| p == "demo" || p == "conformance"))
-                },
-            )?,
+            queues: queues(src)?,
+            tools: tool_packs(src)?,
             shutdown_grace: parsed(
                 src,
                 ENV_SHUTDOWN_GRACE,
@@ -200,16 +177,7 @@ impl WorkerConfig {
                 "an integer from 1 to 100",
                 |s| s.parse().ok().filter(|n| (1..=100).contains(n)),
             )?,
-            admin_addr: parsed(
-                src,
-                ENV_ADMIN_ADDR,
-                DEFAULT_ADMIN_ADDR.parse().ok(),
-                "an address like 0.0.0.0:9464, or off",
-                |s| match s {
-                    "off" => Some(None),
-                    addr => addr.parse().ok().map(Some),
-                },
-            )?,
+            admin_addr: admin_addr(src)?,
             max_result_bytes: parsed(
                 src,
                 ENV_MAX_RESULT_BYTES,
@@ -227,4 +195,50 @@ impl WorkerConfig {
             tasks: TaskDefaults::from_source(src)?,
         })
     }
+}
+
+/// A comma-separated list of names of `[A-Za-z0-9._-]`.
+fn name_list(s: &str) -> Option<Vec<String>> {
+    list(s).filter(|items| {
+        items.iter().all(|q| {
+            q.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        })
+    })
+}
+
+/// `MCPT_QUEUES`: the queues this worker reads.
+fn queues(src: &dyn Source) -> Result<Vec<String>, ConfigError> {
+    parsed(
+        src,
+        ENV_QUEUES,
+        vec![DEFAULT_QUEUE.to_owned()],
+        "a comma-separated list of queue names ([A-Za-z0-9._-])",
+        name_list,
+    )
+}
+
+/// `MCPT_TOOLS`: the built-in tool packs this worker serves.
+fn tool_packs(src: &dyn Source) -> Result<Vec<String>, ConfigError> {
+    parsed(
+        src,
+        ENV_TOOLS,
+        vec![DEFAULT_TOOLS.to_owned()],
+        "a comma-separated list of tool packs (demo, conformance)",
+        |s| name_list(s).filter(|packs| packs.iter().all(|p| p == "demo" || p == "conformance")),
+    )
+}
+
+/// `MCPT_ADMIN_ADDR`: where the admin endpoint listens, or `None` for off.
+fn admin_addr(src: &dyn Source) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+    parsed(
+        src,
+        ENV_ADMIN_ADDR,
+        DEFAULT_ADMIN_ADDR.parse().ok(),
+        "an address like 0.0.0.0:9464, or off",
+        |s| match s {
+            "off" => Some(None),
+            addr => addr.parse().ok().map(Some),
+        },
+    )
 }

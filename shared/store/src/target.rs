@@ -135,6 +135,8 @@ fn sentinel_address(s: &str) -> Option<(String, u16)> {
 }
 
 /// `%XX` escapes decoded; `None` for a malformed escape or bytes that are not UTF-8.
+/// Hand-written: `percent_encoding` passes a malformed escape through, and a mistyped
+/// password should be refused, not sent as typed.
 fn percent_decode(s: &str) -> Option<String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());

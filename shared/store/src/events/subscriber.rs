@@ -2,13 +2,14 @@
 //! hand each message to the watchers of its task.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::connection::{Incoming, Sink, connect, timed_out};
+use super::connection::{Incoming, Sink, Source, connect, timed_out};
 use super::{Cmd, Delivery, Lag, PING_EVERY, REDIS_TIMEOUT};
 use crate::{Backend, StoreError, TaskRecord, keys};
 
@@ -39,21 +40,129 @@ type Table = HashMap<String, Vec<Subscriber>>;
 /// Longest wait between two attempts to reconnect the subscriber.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
+/// The subscriber loop: connect, resubscribe what is watched, serve until the connection
+/// is lost, wait out the backoff, again; until shutdown or the hub is dropped.
 pub(super) async fn run(
     backend: Backend,
     layout: keys::Layout,
-    mut cmds: mpsc::UnboundedReceiver<Cmd>,
+    cmds: mpsc::UnboundedReceiver<Cmd>,
     shutdown: CancellationToken,
 ) {
-    let mut table: Table = HashMap::new();
-    let mut backoff = Duration::from_millis(50);
+    let mut hub = Hub {
+        layout,
+        cmds,
+        shutdown,
+        table: HashMap::new(),
+        held: Vec::new(),
+    };
+    let mut backoff = INITIAL_BACKOFF;
     let mut first = true;
-    // Watches that came in while disconnected: held (not refused at once) and served by
-    // the next connection, or refused when it cannot be made; so a listen that arrives
-    // just as Redis comes back (a failover) waits a moment instead of failing.
-    let mut held: Vec<Cmd> = Vec::new();
-    let refuse = |held: &mut Vec<Cmd>| {
-        for cmd in held.drain(..) {
+    loop {
+        if !first {
+            if hub.wait_out(backoff).await.is_break() {
+                return;
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+        first = false;
+        let (mut sink, mut stream) = match hub.reconnect(&backend).await {
+            ControlFlow::Break(()) => return,
+            ControlFlow::Continue(None) => continue,
+            ControlFlow::Continue(Some(connection)) => connection,
+        };
+        backoff = INITIAL_BACKOFF;
+        if hub.serve(&mut sink, &mut stream).await.is_break() {
+            return;
+        }
+    }
+}
+
+/// First wait before reconnecting the subscriber.
+const INITIAL_BACKOFF: Duration = Duration::from_millis(50);
+
+/// What the subscriber loop holds across connections.
+struct Hub {
+    layout: keys::Layout,
+    cmds: mpsc::UnboundedReceiver<Cmd>,
+    shutdown: CancellationToken,
+    table: Table,
+    /// Watches that came in while disconnected: held (not refused at once) and served by
+    /// the next connection, or refused when it cannot be made; so a listen that arrives
+    /// just as Redis comes back (a failover) waits a moment instead of failing.
+    held: Vec<Cmd>,
+}
+
+impl Hub {
+    /// Wait out the backoff, holding watch requests meanwhile; `Break` to stop.
+    async fn wait_out(&mut self, backoff: Duration) -> ControlFlow<()> {
+        let deadline = tokio::time::sleep(backoff);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                () = self.shutdown.cancelled() => return ControlFlow::Break(()),
+                () = &mut deadline => return ControlFlow::Continue(()),
+                cmd = self.cmds.recv() => match cmd {
+                    None => return ControlFlow::Break(()),
+                    Some(watch @ Cmd::Watch { .. }) => self.held.push(watch),
+                    Some(Cmd::Unwatch { tasks, sub }) => for task in &tasks {
+                        remove(&mut self.table, &self.layout.events_channel(task), sub);
+                    },
+                },
+            }
+        }
+    }
+
+    /// A new connection with everything watched subscribed again (every watcher told to
+    /// re-read) and the held watches applied. `Continue(None)` when it failed and the loop
+    /// should back off; `Break` at shutdown.
+    async fn reconnect(&mut self, backend: &Backend) -> ControlFlow<(), Option<(Sink, Source)>> {
+        let pubsub = tokio::select! {
+            () = self.shutdown.cancelled() => return ControlFlow::Break(()),
+            r = tokio::time::timeout(REDIS_TIMEOUT, connect(backend)) => r.unwrap_or_else(|_| Err(timed_out())),
+        };
+        let (mut sink, stream) = match pubsub {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "event subscriber cannot reach redis; retrying");
+                self.refuse_held();
+                return ControlFlow::Continue(None);
+            }
+        };
+        let channels: Vec<&str> = self.table.keys().map(String::as_str).collect();
+        if !channels.is_empty() {
+            match tokio::time::timeout(REDIS_TIMEOUT, sink.subscribe(&channels)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "resubscribe failed; reconnecting");
+                    self.refuse_held();
+                    return ControlFlow::Continue(None);
+                }
+                Err(_) => {
+                    tracing::warn!("resubscribe timed out; reconnecting");
+                    self.refuse_held();
+                    return ControlFlow::Continue(None);
+                }
+            }
+            tracing::info!(
+                channels = channels.len(),
+                "event subscriber reconnected; watchers re-read"
+            );
+            for s in self.table.values().flatten() {
+                s.resync();
+            }
+        }
+        if !self.held.is_empty() {
+            let held = std::mem::take(&mut self.held);
+            if !apply(&self.layout, &mut self.table, &mut sink, held).await {
+                return ControlFlow::Continue(None);
+            }
+        }
+        ControlFlow::Continue(Some((sink, stream)))
+    }
+
+    /// Refuse the held watches: no connection could be made for them.
+    fn refuse_held(&mut self) {
+        for cmd in self.held.drain(..) {
             if let Cmd::Watch { done, .. } = cmd {
                 let _ = done.send(Err(StoreError::Redis(redis::RedisError::from(
                     std::io::Error::new(
@@ -63,114 +172,57 @@ pub(super) async fn run(
                 ))));
             }
         }
-    };
-    loop {
-        if !first {
-            // Wait out the backoff, holding watch requests meanwhile.
-            let deadline = tokio::time::sleep(backoff);
-            tokio::pin!(deadline);
-            loop {
-                tokio::select! {
-                    () = shutdown.cancelled() => return,
-                    () = &mut deadline => break,
-                    cmd = cmds.recv() => match cmd {
-                        None => return,
-                        Some(watch @ Cmd::Watch { .. }) => held.push(watch),
-                        Some(Cmd::Unwatch { tasks, sub }) => for task in &tasks {
-                            remove(&mut table, &layout.events_channel(task), sub);
-                        },
-                    },
-                }
-            }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
-        }
-        first = false;
-        let pubsub = tokio::select! {
-            () = shutdown.cancelled() => return,
-            r = tokio::time::timeout(REDIS_TIMEOUT, connect(&backend)) => r.unwrap_or_else(|_| Err(timed_out())),
-        };
-        let (mut sink, mut stream) = match pubsub {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::warn!(error = %e, "event subscriber cannot reach redis; retrying");
-                refuse(&mut held);
-                continue;
-            }
-        };
-        // Resubscribe what is watched, then tell every watcher to re-read.
-        let channels: Vec<&str> = table.keys().map(String::as_str).collect();
-        if !channels.is_empty() {
-            match tokio::time::timeout(REDIS_TIMEOUT, sink.subscribe(&channels)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "resubscribe failed; reconnecting");
-                    refuse(&mut held);
-                    continue;
-                }
-                Err(_) => {
-                    tracing::warn!("resubscribe timed out; reconnecting");
-                    refuse(&mut held);
-                    continue;
-                }
-            }
-            tracing::info!(
-                channels = channels.len(),
-                "event subscriber reconnected; watchers re-read"
-            );
-            for s in table.values().flatten() {
-                s.resync();
-            }
-        }
-        if !held.is_empty()
-            && !apply(&layout, &mut table, &mut sink, std::mem::take(&mut held)).await
-        {
-            continue;
-        }
-        backoff = Duration::from_millis(50);
+    }
+
+    /// Serve one connection: watch commands in batches, messages to their watchers, a ping
+    /// now and then. `Continue` when the connection must be replaced, `Break` to stop.
+    async fn serve(&mut self, sink: &mut Sink, stream: &mut Source) -> ControlFlow<()> {
         let mut ping = tokio::time::interval(PING_EVERY);
         ping.tick().await;
         loop {
             tokio::select! {
-                () = shutdown.cancelled() => return,
+                () = self.shutdown.cancelled() => return ControlFlow::Break(()),
                 _ = ping.tick() => {
                     let pong = tokio::time::timeout(REDIS_TIMEOUT, sink.ping()).await;
                     if !matches!(pong, Ok(Ok(_))) {
                         tracing::warn!("event subscriber stopped answering pings; reconnecting");
-                        break;
+                        return ControlFlow::Continue(());
                     }
                 }
-                cmd = cmds.recv() => {
-                    let Some(first) = cmd else { return };
+                cmd = self.cmds.recv() => {
+                    let Some(first) = cmd else { return ControlFlow::Break(()) };
                     // Everything queued meanwhile goes in the same SUBSCRIBE/UNSUBSCRIBE:
                     // one round trip for a burst of listens or jobs, not one each.
                     let mut batch = vec![first];
                     while batch.len() < MAX_BATCH {
-                        match cmds.try_recv() {
+                        match self.cmds.try_recv() {
                             Ok(c) => batch.push(c),
                             Err(_) => break,
                         }
                     }
-                    if !apply(&layout, &mut table, &mut sink, batch).await {
-                        break;
+                    if !apply(&self.layout, &mut self.table, sink, batch).await {
+                        return ControlFlow::Continue(());
                     }
                 }
                 msg = stream.next() => match msg {
                     None => {
                         tracing::warn!("event subscriber lost its redis connection; reconnecting");
-                        break;
+                        return ControlFlow::Continue(());
                     }
-                    Some(Incoming::Message(msg)) => dispatch(&layout, &table, &msg),
+                    Some(Incoming::Message(msg)) => dispatch(&self.layout, &self.table, &msg),
                     Some(Incoming::NodeLost) => {
                         // Start over on a fresh cluster connection, as after a lost
                         // connection to one Redis: subscribe everything, then every watcher
                         // re-reads. (Repairing the one node in place left subscriptions
                         // that no longer delivered in tests.)
                         tracing::warn!("event subscriber lost a cluster node; reconnecting");
-                        break;
+                        return ControlFlow::Continue(());
                     }
                     Some(Incoming::Dropped(channel)) => {
-                        if table.contains_key(&channel) && !resubscribe(&table, &mut sink, &channel).await {
-                            break;
+                        if self.table.contains_key(&channel)
+                            && !resubscribe(&self.table, sink, &channel).await
+                        {
+                            return ControlFlow::Continue(());
                         }
                     }
                 },
