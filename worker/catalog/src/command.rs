@@ -4,6 +4,12 @@
 //!
 //! Signals go to the group through the `kill` program (`kill -TERM -- -PGID`): the
 //! workspace forbids `unsafe`, and std has no safe call for a process group.
+//!
+//! Checking the entry is `command/check.rs`; the process group and its signals are
+//! `command/group.rs`.
+
+mod check;
+mod group;
 
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
@@ -14,14 +20,13 @@ use mcp_tasks_protocol::tools::text_block;
 use regex::Regex;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::Child;
 use tokio::sync::watch;
 
+pub(super) use self::check::entry;
+use self::group::Group;
 use crate::{AbortOnDrop, STATUS_CHARS, report, sleep_or_never};
 use mcp_tasks_worker::{CallToolResult, Retry, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
 
-/// Time between SIGTERM to the group and SIGKILL.
-const KILL_GRACE: Duration = Duration::from_secs(5);
 /// Longest line considered for a status message, in bytes (the rest is ignored).
 const LINE_BYTES: usize = 4096;
 
@@ -83,42 +88,16 @@ impl Tool for CommandTool {
 
 impl Command {
     async fn run(&self, ctx: TaskContext, args: Value) -> Result<CallToolResult, ToolError> {
-        let expanded: Result<Vec<String>, String> =
-            self.argv.iter().map(|p| p.expand(&args)).collect();
-        let stdin = self.stdin.as_ref().map(|p| p.expand(&args)).transpose();
-        let (argv, stdin) = match (expanded, stdin) {
-            (Ok(a), Ok(s)) => (a, s),
-            (Err(name), _) | (_, Err(name)) => {
+        let (argv, stdin) = match self.expand(&args) {
+            Ok(expanded) => expanded,
+            Err(name) => {
                 return Ok(CallToolResult::error_text(format!(
                     "missing argument {name}"
                 )));
             }
         };
-        let mut cmd = tokio::process::Command::new(&argv[0]);
-        cmd.args(&argv[1..])
-            .env_clear()
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            // The last resort should everything else be dropped: the group is handled below.
-            .kill_on_drop(true);
-        if let Some(path) = std::env::var_os("PATH") {
-            cmd.env("PATH", path);
-        }
-        for name in &self.env {
-            if let Some(value) = std::env::var_os(name) {
-                cmd.env(name, value);
-            }
-        }
-        if let Some(dir) = &self.cwd {
-            cmd.current_dir(dir);
-        }
-        let mut child = cmd
+        let mut child = self
+            .command(&argv, stdin.is_some())
             .spawn()
             .map_err(|e| ToolError::internal(format!("cannot start {}: {e}", argv[0])))?;
         let Some(pgid) = child.id() else {
@@ -126,11 +105,7 @@ impl Command {
         };
         let (stdin_pipe, stdout, stderr) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take());
-        let mut group = Group {
-            pgid,
-            child: Some(child),
-            done: false,
-        };
+        let mut group = Group::new(pgid, child);
         if let (Some(text), Some(mut pipe)) = (stdin, stdin_pipe) {
             // Written beside the reads, so a program that answers before it has read
             // everything cannot deadlock with us. A closed pipe just ends the write.
@@ -173,7 +148,49 @@ impl Command {
             status.map_err(|e| ToolError::internal(format!("cannot wait for the command: {e}")))?;
         let out = out.await.unwrap_or_default();
         let err = err.await.unwrap_or_default();
-        let r = result(status, &out, &err, self.max_output);
+        self.outcome(result(status, &out, &err, self.max_output), &err)
+    }
+
+    /// The argv and the stdin text for `args`, or the name of a missing argument.
+    fn expand(&self, args: &Value) -> Result<(Vec<String>, Option<String>), String> {
+        let argv = self
+            .argv
+            .iter()
+            .map(|p| p.expand(args))
+            .collect::<Result<_, _>>()?;
+        let stdin = self.stdin.as_ref().map(|p| p.expand(args)).transpose()?;
+        Ok((argv, stdin))
+    }
+
+    /// The program to start: no shell, its own process group, an environment of PATH and
+    /// the allowlisted variables, stdin piped only when there is text for it.
+    fn command(&self, argv: &[String], stdin: bool) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(&argv[0]);
+        cmd.args(&argv[1..])
+            .env_clear()
+            .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            // The last resort should everything else be dropped: the group is handled below.
+            .kill_on_drop(true);
+        if let Some(path) = std::env::var_os("PATH") {
+            cmd.env("PATH", path);
+        }
+        for name in &self.env {
+            if let Some(value) = std::env::var_os(name) {
+                cmd.env(name, value);
+            }
+        }
+        if let Some(dir) = &self.cwd {
+            cmd.current_dir(dir);
+        }
+        cmd
+    }
+
+    /// What the run comes to: `r`, or a retryable failure carrying it when its exit code is
+    /// one of `retry_on_exit` (the reason ends with stderr's last line).
+    fn outcome(&self, r: CallToolResult, err: &Captured) -> Result<CallToolResult, ToolError> {
         let code = r
             .structured_content
             .as_ref()
@@ -301,99 +318,6 @@ async fn capture(
     }
     offer(&line);
     got
-}
-
-/// The child's process group. Unless [`Group::stop`] finished, dropping it (the runner
-/// drops a cancelled handler's future) ends the group in the background.
-struct Group {
-    pgid: u32,
-    child: Option<Child>,
-    done: bool,
-}
-
-impl Group {
-    async fn wait(&mut self) -> std::io::Result<ExitStatus> {
-        match &mut self.child {
-            Some(c) => c.wait().await,
-            None => std::future::pending().await,
-        }
-    }
-
-    async fn stop(&mut self) {
-        end_group(self.pgid, self.child.as_mut()).await;
-        self.done = true;
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        let (pgid, mut child) = (self.pgid, self.child.take());
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => {
-                // SIGTERM now, synchronously: when the worker itself is exiting (the end of
-                // its shutdown grace drops the handlers), the background follow-up below may
-                // never run, and the group must not outlive it unsignalled.
-                let _ = std::process::Command::new("kill")
-                    .args(["-TERM", "--", &format!("-{pgid}")])
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status();
-                rt.spawn(async move { end_group(pgid, child.as_mut()).await });
-            }
-            Err(_) => {
-                let _ = std::process::Command::new("kill")
-                    .args(["-KILL", "--", &format!("-{pgid}")])
-                    .stderr(Stdio::null())
-                    .status();
-            }
-        }
-    }
-}
-
-/// SIGTERM to every process of group `pgid`, SIGKILL to those left after [`KILL_GRACE`];
-/// returns once the group is empty (or right after SIGKILL). `leader` is reaped on the way
-/// so its zombie does not count as alive. The group's id cannot be reused while any member
-/// lives, so signalling it cannot reach a stranger.
-async fn end_group(pgid: u32, mut leader: Option<&mut Child>) {
-    if !signal("0", pgid).await {
-        return;
-    }
-    signal("TERM", pgid).await;
-    let deadline = tokio::time::Instant::now() + KILL_GRACE;
-    loop {
-        if let Some(c) = leader.as_deref_mut() {
-            let _ = c.try_wait();
-        }
-        if !signal("0", pgid).await {
-            return;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            signal("KILL", pgid).await;
-            if let Some(c) = leader {
-                let _ = c.wait().await;
-            }
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// `kill -SIG -- -PGID`; whether it succeeded (for `0`: whether the group has a member).
-async fn signal(sig: &str, pgid: u32) -> bool {
-    tokio::process::Command::new("kill")
-        .arg(format!("-{sig}"))
-        .arg("--")
-        .arg(format!("-{pgid}"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .await
-        .is_ok_and(|s| s.success())
 }
 
 #[cfg(test)]

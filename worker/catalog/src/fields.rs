@@ -178,6 +178,7 @@ fn policy<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Policy>, D::Error> {
 fn retry<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RetryPolicy>, D::Error> {
     const SHAPE: &str = "expected a table like { attempts = 3, initial = \"1s\", max = \"1m\" }";
     checked(d, |v| {
+        // Walked by hand: a derived struct's messages (unknown field `tries`, ...) are not ours.
         let t = v.as_table().ok_or_else(|| format!("{v}: {SHAPE}"))?;
         if let Some(k) = t
             .keys()

@@ -1,5 +1,6 @@
 //! One `[[http]]` tool: check its entry, send the call's arguments to a fixed URL, and
-//! follow the job the service starts until it reports an end.
+//! follow the job the service starts until it reports an end. The entry is checked in
+//! `http/check.rs`, an answer read in `http/answer.rs`, requests sent by `http/client.rs`.
 //!
 //! # The exchange
 //!
@@ -41,6 +42,8 @@
 //! The entry's headers go only to its URL's origin (scheme, host and port): a status URL
 //! elsewhere gets none of them, as a browser drops credentials on a cross-origin redirect.
 
+mod answer;
+mod check;
 mod client;
 mod url;
 
@@ -48,15 +51,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, StatusCode, Uri};
-use mcp_tasks_shared::config::WorkerConfig;
-use serde::Deserialize;
 use serde_json::Value;
 
-use self::client::{NoAnswer, Reply, Service};
-use self::url::{check_url, resolve};
-use super::{FieldError, STATUS_CHARS, bad, fields, tool_spec};
+use self::answer::{Poll, progress, transient};
+pub(super) use self::check::entry;
+use self::client::{NoAnswer, Service};
+use self::url::resolve;
 use mcp_tasks_worker::{CallToolResult, Retry, TaskContext, Tool, ToolError, ToolFuture, ToolSpec};
 
 /// Longest wait for the answer to the `DELETE` that cancels a job.
@@ -67,16 +68,6 @@ const POLL_RETRIES: u32 = 5;
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// Redirects followed in a row.
 const MAX_REDIRECTS: u32 = 5;
-/// Headers the worker writes itself (or that would break the framing).
-const RESERVED_HEADERS: [&str; 7] = [
-    "host",
-    "content-length",
-    "content-type",
-    "transfer-encoding",
-    "connection",
-    "upgrade",
-    "idempotency-key",
-];
 
 /// A checked `[[http]]` entry, minus its [`ToolSpec`].
 pub(super) struct Http {
@@ -103,119 +94,6 @@ impl Tool for HttpTool {
     fn call(&self, ctx: TaskContext, args: Value) -> ToolFuture {
         Box::pin(self.http.clone().run(ctx, args))
     }
-}
-
-/// The fields only `[[http]]` takes.
-#[derive(Deserialize)]
-struct HttpFields {
-    url: Option<String>,
-    #[serde(default = "post", deserialize_with = "method")]
-    method: Method,
-    headers: Option<toml::Value>,
-    #[serde(default, deserialize_with = "fields::flag")]
-    cancel: bool,
-    #[serde(
-        default = "fields::default_max_output",
-        deserialize_with = "fields::max_output"
-    )]
-    max_output: usize,
-}
-
-fn post() -> Method {
-    Method::POST
-}
-
-fn method<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Method, D::Error> {
-    fields::checked(d, |v| match v.as_str() {
-        Some("POST") => Ok(Method::POST),
-        Some("GET") => Ok(Method::GET),
-        Some("PUT") => Ok(Method::PUT),
-        _ => Err(format!(
-            "{v}: expected \"POST\" (the default), \"GET\" or \"PUT\""
-        )),
-    })
-}
-
-/// One `[[http]]` entry, checked.
-pub(super) fn entry(entry: &toml::Table, config: &WorkerConfig) -> Result<HttpTool, FieldError> {
-    let (common, own) = fields::read::<HttpFields>(entry, &[])?;
-    let timeout = common.timeout.clone().map(|l| (l.value, l.written));
-    let spec = tool_spec(common, config)?;
-    let Some(url) = own.url else {
-        return Err(bad(
-            "url",
-            "missing (like \"https://jobs.example.com/v1/resize\")",
-        ));
-    };
-    let url = check_url(&url).map_err(|why| bad("url", format!("{url:?}: {why}")))?;
-    let headers = match &own.headers {
-        None => HeaderMap::new(),
-        Some(v) => headers_from_env(v).map_err(|why| bad("headers", why))?,
-    };
-    let service = Service::new(url, headers, own.max_output).map_err(|why| bad("url", why))?;
-    let poll_interval = spec.poll_interval.unwrap_or(config.tasks.poll_interval);
-    Ok(HttpTool {
-        spec,
-        http: Arc::new(Http {
-            service,
-            method: own.method,
-            cancel: own.cancel,
-            poll_interval,
-            timeout,
-        }),
-    })
-}
-
-/// `{ Header-Name = "VARIABLE" }`: each header with the value of its variable now.
-fn headers_from_env(v: &toml::Value) -> Result<HeaderMap, String> {
-    let Some(table) = v.as_table() else {
-        return Err(
-            "expected a table like { Authorization = \"API_TOKEN\" } (header = variable)"
-                .to_owned(),
-        );
-    };
-    let mut headers = HeaderMap::new();
-    for (name, var) in table {
-        let header = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| format!("{name:?} is not a valid header name"))?;
-        if RESERVED_HEADERS.contains(&header.as_str()) {
-            return Err(format!("{name:?} is set by the worker"));
-        }
-        let Some(var) = var
-            .as_str()
-            .filter(|s| !s.is_empty() && !s.contains(['=', '\0']))
-        else {
-            return Err(format!(
-                "{name:?}: expected the name of an environment variable"
-            ));
-        };
-        let value = match std::env::var(var) {
-            Ok(value) if !value.is_empty() => value,
-            Ok(_) => return Err(format!("{name:?}: environment variable {var} is empty")),
-            Err(std::env::VarError::NotPresent) => {
-                return Err(format!("{name:?}: environment variable {var} is not set"));
-            }
-            Err(std::env::VarError::NotUnicode(_)) => {
-                return Err(format!("{name:?}: environment variable {var} is not UTF-8"));
-            }
-        };
-        let mut value = HeaderValue::from_str(&value).map_err(|_| {
-            format!("{name:?}: environment variable {var} is not a valid header value")
-        })?;
-        value.set_sensitive(true);
-        headers.append(header, value);
-    }
-    Ok(headers)
-}
-
-/// What one read of a status URL says.
-enum Poll {
-    /// Still running, with this status message (if any).
-    Running(Option<String>),
-    /// Read this URL instead, now.
-    Moved(Uri),
-    /// Ended: the call's result.
-    Done(CallToolResult),
 }
 
 /// The remote job while the call follows it. Dropped before [`Remote::done`] is set (the
@@ -385,85 +263,6 @@ impl Http {
         }
     }
 
-    /// What one (non-transient) answer of a status URL says.
-    fn poll(&self, reply: &Reply, url: &Uri) -> Poll {
-        let status = reply.status;
-        if status == StatusCode::ACCEPTED {
-            return Poll::Running(reply.json().as_ref().and_then(progress));
-        }
-        if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
-            return match reply.location().map(|l| resolve(url, l)) {
-                Some(Ok(next)) => Poll::Moved(next),
-                Some(Err(why)) => Poll::Done(CallToolResult::error_text(format!(
-                    "the job's status URL redirected to an unusable URL: {why}"
-                ))),
-                None => Poll::Done(CallToolResult::error_text(format!(
-                    "the job's status URL answered {status} without a Location header"
-                ))),
-            };
-        }
-        if !status.is_success() || reply.over {
-            return Poll::Done(self.result(reply, "the job's status URL"));
-        }
-        let Some(doc) = reply
-            .json()
-            .filter(|d| d.get("status").is_some_and(Value::is_string))
-        else {
-            return Poll::Done(self.result(reply, "the job's status URL"));
-        };
-        let text = |field: &str| {
-            let v = doc.get(field)?;
-            v.as_str()
-                .or_else(|| v.get("message")?.as_str())
-                .map(str::to_owned)
-        };
-        match doc["status"].as_str().unwrap_or_default() {
-            "pending" | "queued" | "running" | "in_progress" | "working" => {
-                Poll::Running(progress(&doc))
-            }
-            "completed" | "succeeded" | "done" => Poll::Done(json_result(
-                doc.get("result").cloned().unwrap_or_else(|| doc.clone()),
-            )),
-            "failed" | "error" => {
-                let why = text("error")
-                    .or_else(|| text("message"))
-                    .unwrap_or_else(|| "no reason given".to_owned());
-                let mut r = CallToolResult::error_text(format!("the job failed: {why}"));
-                r.structured_content = Some(doc);
-                Poll::Done(r)
-            }
-            "cancelled" | "canceled" => Poll::Done(CallToolResult::error_text(
-                "the job was cancelled by the service",
-            )),
-            other => Poll::Done(CallToolResult::error_text(format!(
-                "the job's status URL reported the unknown status {other:?} \
-                 (expected pending, queued, running, in_progress, working, completed, \
-                 succeeded, done, failed, error, cancelled)"
-            ))),
-        }
-    }
-
-    /// An answer that ends the call: a 2xx is the result, anything else a tool error.
-    fn result(&self, reply: &Reply, who: &str) -> CallToolResult {
-        if !reply.status.is_success() {
-            return CallToolResult::error_text(format!(
-                "{who} answered {}{}",
-                reply.status,
-                reply.excerpt()
-            ));
-        }
-        if reply.over {
-            return CallToolResult::error_text(format!(
-                "{who} answered with more than {} bytes (max_output)",
-                self.service.max_output
-            ));
-        }
-        match reply.json() {
-            Some(v) => json_result(v),
-            None => CallToolResult::text(String::from_utf8_lossy(&reply.body)),
-        }
-    }
-
     /// Ask the service to cancel the job at `url` (best effort, logged).
     async fn delete(&self, url: &Uri, task_id: &str) {
         let answer = tokio::time::timeout(
@@ -496,47 +295,6 @@ async fn show(
     Ok(())
 }
 
-/// The status message of a running job's JSON: `PROGRESS: MESSAGE`, either alone, or none.
-fn progress(doc: &Value) -> Option<String> {
-    let progress = match doc.get("progress") {
-        Some(Value::String(s)) => Some(s.trim().to_owned()),
-        Some(Value::Number(n)) => Some(n.to_string()),
-        _ => None,
-    }
-    .filter(|s| !s.is_empty());
-    let message = doc
-        .get("message")
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|s| !s.is_empty());
-    let text = match (progress, message) {
-        (Some(p), Some(m)) => format!("{p}: {m}"),
-        (Some(p), None) => p,
-        (None, Some(m)) => m.to_owned(),
-        (None, None) => return None,
-    };
-    Some(text.chars().take(STATUS_CHARS).collect())
-}
-
-/// A JSON result: an object is `structuredContent` (the spec wants an object there) and a
-/// text block; a string is its text; anything else its JSON text.
-fn json_result(value: Value) -> CallToolResult {
-    match value {
-        Value::Object(_) => {
-            let mut r = CallToolResult::text(value.to_string());
-            r.structured_content = Some(value);
-            r
-        }
-        Value::String(s) => CallToolResult::text(s),
-        other => CallToolResult::text(other.to_string()),
-    }
-}
-
-/// Worth another try: the service is (perhaps briefly) overloaded or unreachable.
-fn transient(status: StatusCode) -> bool {
-    matches!(status.as_u16(), 429 | 502 | 503 | 504)
-}
-
 /// Pause after the `failures`-th failed read in a row: the interval, doubled each time.
 fn backoff(interval: Duration, failures: u32) -> Duration {
     let first = interval.max(Duration::from_millis(250));
@@ -545,36 +303,7 @@ fn backoff(interval: Duration, failures: u32) -> Duration {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use super::*;
-
-    #[test]
-    fn progress_and_message_make_the_status_message() {
-        let p = |v: Value| progress(&v);
-        assert_eq!(
-            p(serde_json::json!({"progress": "step 1/3"})).as_deref(),
-            Some("step 1/3")
-        );
-        assert_eq!(
-            p(serde_json::json!({"progress": 40})).as_deref(),
-            Some("40")
-        );
-        assert_eq!(
-            p(serde_json::json!({"progress": "2/3", "message": "resizing"})).as_deref(),
-            Some("2/3: resizing")
-        );
-        assert_eq!(
-            p(serde_json::json!({"message": " waiting "})).as_deref(),
-            Some("waiting")
-        );
-        assert_eq!(p(serde_json::json!({"status": "running"})), None);
-        let long = "x".repeat(1000);
-        assert_eq!(
-            p(serde_json::json!({ "message": long })).map(|s| s.chars().count()),
-            Some(STATUS_CHARS)
-        );
-    }
 
     #[test]
     fn backoff_doubles_up_to_a_bound() {
@@ -586,133 +315,5 @@ mod tests {
             backoff(Duration::from_millis(10), 1),
             Duration::from_millis(500)
         );
-    }
-
-    fn config() -> WorkerConfig {
-        let env: HashMap<&str, &str> = HashMap::from([("MCPT_QUEUES", "default")]);
-        WorkerConfig::from_source(&env).expect("config")
-    }
-
-    /// One entry's fields (the lines under `[[http]]`), checked. Their place in the file
-    /// and the one-line format are `catalog.rs`'s, tested there.
-    fn check(fields: &str) -> Result<HttpTool, String> {
-        let table: toml::Table = fields.parse().expect("TOML");
-        entry(&table, &config()).map_err(|e| format!("field {}: {}", e.field, e.problem))
-    }
-
-    #[test]
-    fn a_full_entry_is_accepted() {
-        // PATH is set wherever tests run; its value is only read.
-        let tool = check(
-            r#"
-            name = "resize"
-            url = "https://jobs.example.com/v1/resize?fast=1"
-            method = "PUT"
-            headers = { Authorization = "PATH", "X-Api-Key" = "PATH" }
-            cancel = true
-            max_output = 4096
-            timeout = "10m"
-            poll_interval = "2s"
-            "#,
-        )
-        .expect("valid");
-        assert_eq!(tool.spec.tool.name, "resize");
-        let http = &tool.http;
-        assert_eq!(http.method, Method::PUT);
-        assert!(http.cancel);
-        assert_eq!(http.poll_interval, Duration::from_secs(2));
-        assert_eq!(http.service.max_output, 4096);
-        assert_eq!(
-            http.timeout.as_ref().map(|t| t.0),
-            Some(Duration::from_secs(600))
-        );
-
-        let tool = check("name = \"g\"\nurl = \"http://127.0.0.1:1/\"\n").expect("valid");
-        assert_eq!(tool.http.method, Method::POST);
-        assert!(!tool.http.cancel);
-        assert_eq!(tool.http.poll_interval, config().tasks.poll_interval);
-        assert_eq!(
-            tool.http.service.max_output,
-            super::super::DEFAULT_MAX_OUTPUT
-        );
-    }
-
-    #[test]
-    fn each_mistake_names_the_field() {
-        let ok = "name = \"a\"\nurl = \"http://svc.test/run\"\n";
-        let cases = [
-            ("name = \"a\"\n".to_owned(), "field url: missing"),
-            (
-                "name = \"a\"\nurl = \"ftp://svc.test/x\"\n".to_owned(),
-                "field url: \"ftp://svc.test/x\": expected an http:// or https:// URL",
-            ),
-            (
-                "name = \"a\"\nurl = \"/just/a/path\"\n".to_owned(),
-                "field url: \"/just/a/path\": expected an http:// or https:// URL",
-            ),
-            (
-                "name = \"a\"\nurl = \"http://svc.test/{id}\"\n".to_owned(),
-                "field url: \"http://svc.test/{id}\": placeholders are not supported",
-            ),
-            (
-                "name = \"a\"\nurl = \"http://u:p@svc.test/\"\n".to_owned(),
-                "field url: \"http://u:p@svc.test/\": credentials in the URL are not sent",
-            ),
-            (
-                "name = \"a\"\nurl = \"http://svc .test/\"\n".to_owned(),
-                "field url: \"http://svc .test/\": not a URL",
-            ),
-            (
-                format!("{ok}method = \"DELETE\"\n"),
-                "field method: \"DELETE\": expected \"POST\" (the default), \"GET\" or \"PUT\"",
-            ),
-            (
-                format!("{ok}headers = {{ Authorization = \"MCPT_SURELY_UNSET_VARIABLE\" }}\n"),
-                "field headers: \"Authorization\": environment variable MCPT_SURELY_UNSET_VARIABLE is not set",
-            ),
-            (
-                format!("{ok}headers = {{ \"Bad Name\" = \"PATH\" }}\n"),
-                "field headers: \"Bad Name\" is not a valid header name",
-            ),
-            (
-                format!("{ok}headers = {{ Host = \"PATH\" }}\n"),
-                "field headers: \"Host\" is set by the worker",
-            ),
-            (
-                format!("{ok}headers = {{ X-Key = 3 }}\n"),
-                "field headers: \"X-Key\": expected the name of an environment variable",
-            ),
-            (
-                format!("{ok}headers = [\"PATH\"]\n"),
-                "field headers: expected a table like { Authorization = \"API_TOKEN\" }",
-            ),
-            (
-                format!("{ok}cancel = \"yes\"\n"),
-                "field cancel: expected true or false",
-            ),
-            (
-                format!("{ok}argv = [\"x\"]\n"),
-                "field argv: unknown field (expected one of name,",
-            ),
-            (
-                format!("{ok}timeout = \"soon\"\n"),
-                "field timeout: \"soon\": expected a duration",
-            ),
-            (
-                format!("{ok}max_output = 0\n"),
-                "field max_output: expected a positive number",
-            ),
-        ];
-        for (fields, want) in cases {
-            let got = match check(&fields) {
-                Ok(_) => panic!("accepted: {fields}"),
-                Err(e) => e,
-            };
-            assert!(
-                got.starts_with(want),
-                "for {fields:?}\n got: {got}\nwant: {want}"
-            );
-            assert_eq!(got.lines().count(), 1, "one line: {got}");
-        }
     }
 }

@@ -2,12 +2,14 @@
 //!
 //! This module reads and checks the catalog: every mistake stops the worker at start with
 //! one line naming the file, the entry and the field (the binary exits 64, as for a bad
-//! variable). Running a declared command is `catalog/command.rs`; an `[[http]]` entry (a
-//! fixed URL called with the arguments as JSON, its `202` jobs polled) is checked and run
-//! by `catalog/http.rs`, which documents its polling protocol. An `[[upstream]]` entry
-//! (an existing MCP server, over stdio or Streamable HTTP) is checked here, but its tools
-//! are only known once [`Catalog::connect`] has started it and read its `tools/list`;
-//! `catalog/upstream.rs` documents the entry and how calls are forwarded.
+//! variable). Each kind's own fields are checked beside the code that runs it: a
+//! `[[command]]` entry in `catalog/command/check.rs`, run by `catalog/command.rs`; an
+//! `[[http]]` entry (a fixed URL called with the arguments as JSON, its `202` jobs polled)
+//! in `catalog/http/check.rs`, run by `catalog/http.rs`, which documents its polling
+//! protocol. An `[[upstream]]` entry (an existing MCP server, over stdio or Streamable
+//! HTTP) is checked in `catalog/upstream/check.rs`, but its tools are only known once
+//! [`Catalog::connect`] has started it and read its `tools/list`; `catalog/upstream.rs`
+//! documents the entry and how calls are forwarded.
 //!
 //! ```toml
 //! [[command]]
@@ -36,10 +38,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_tasks_shared::config::WorkerConfig;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
-use self::command::{Command, CommandTool, Part};
 use self::fields::Common;
 use self::schema::check_schema;
 use mcp_tasks_worker::{Tool, ToolSpec};
@@ -224,6 +224,8 @@ pub fn parse(
     let mut seen = HashSet::new();
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     let mut upstreams = Vec::new();
+    // Walked by hand, not derived: serde's unknown-field and type messages are not ours, and
+    // each entry must stay a raw table for `fields::read`'s check of its keys.
     for (kind, entries) in &table {
         match kind.as_str() {
             "command" | "http" | "upstream" => {}
@@ -271,7 +273,7 @@ pub fn parse(
             }
             let tool: Arc<dyn Tool> = match kind.as_str() {
                 "http" => http::entry(entry, config).map(|t| Arc::new(t) as Arc<dyn Tool>),
-                _ => command_entry(entry, base, config).map(|t| Arc::new(t) as Arc<dyn Tool>),
+                _ => command::entry(entry, base, config).map(|t| Arc::new(t) as Arc<dyn Tool>),
             }
             .map_err(|e| fail(format!("{}: field {}: {}", place(name), e.field, e.problem)))?;
             let name = tool.spec().tool.name;
@@ -296,112 +298,6 @@ pub fn parse(
         upstreams,
         label: label.to_owned(),
         taken: reserved.into_iter().chain(seen).collect(),
-    })
-}
-
-/// The fields only `[[command]]` takes.
-#[derive(Deserialize)]
-struct CommandFields {
-    #[serde(default, deserialize_with = "argv")]
-    argv: Option<Vec<String>>,
-    stdin: Option<String>,
-    cwd: Option<String>,
-    #[serde(default, deserialize_with = "fields::env_names")]
-    env: Option<Vec<String>>,
-    progress: Option<String>,
-    #[serde(
-        default = "fields::default_max_output",
-        deserialize_with = "fields::max_output"
-    )]
-    max_output: usize,
-    #[serde(default, deserialize_with = "fields::exit_codes")]
-    retry_on_exit: Option<Vec<i32>>,
-}
-
-/// `argv`: a non-empty list of strings.
-fn argv<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
-    fields::checked(d, |v| {
-        let list = v
-            .as_array()
-            .filter(|a| !a.is_empty())
-            .ok_or("expected a non-empty list of strings")?;
-        let strings = list.iter().enumerate().map(|(i, element)| {
-            element.as_str().map(str::to_owned).ok_or_else(|| {
-                format!("element {i} is a {}, expected a string", element.type_str())
-            })
-        });
-        strings.collect::<Result<_, _>>().map(Some)
-    })
-}
-
-/// One `[[command]]` entry, checked.
-fn command_entry(
-    entry: &toml::Table,
-    base: &Path,
-    config: &WorkerConfig,
-) -> Result<CommandTool, FieldError> {
-    let (common, own) = fields::read::<CommandFields>(entry, &[])?;
-    let timeout = common.timeout.clone();
-    let spec = tool_spec(common, config)?;
-    let names = schema_properties(&spec.tool.input_schema);
-    if own.retry_on_exit.is_some() && spec.retry.is_none() {
-        return Err(bad(
-            "retry_on_exit",
-            "needs retry = { attempts = N, ... } on the same entry",
-        ));
-    }
-
-    let Some(argv) = own.argv else {
-        return Err(bad(
-            "argv",
-            "missing (a list like [\"printf\", \"%s\", \"{text}\"])",
-        ));
-    };
-    let mut parts = Vec::with_capacity(argv.len());
-    for (i, s) in argv.iter().enumerate() {
-        let part = template(s, names.as_ref())
-            .map_err(|why| bad("argv", format!("element {i} {s:?}: {why}")))?;
-        if i == 0 && matches!(part, Part::Arg(_)) {
-            return Err(bad(
-                "argv",
-                "element 0 is the program and must be fixed, not a placeholder",
-            ));
-        }
-        if i == 0 && matches!(&part, Part::Text(p) if p.is_empty()) {
-            return Err(bad("argv", "element 0 (the program) is empty"));
-        }
-        parts.push(part);
-    }
-    let stdin = own
-        .stdin
-        .map(|s| template(&s, names.as_ref()).map_err(|why| bad("stdin", why)))
-        .transpose()?;
-    let cwd = own.cwd.map(|s| directory(base, &s)).transpose()?;
-    let progress = own
-        .progress
-        .map(|s| {
-            regex::Regex::new(&s).map_err(|e| {
-                let first = e.to_string();
-                let first = first.lines().last().unwrap_or_default().trim().to_owned();
-                bad(
-                    "progress",
-                    format!("not a valid regular expression: {first}"),
-                )
-            })
-        })
-        .transpose()?;
-    Ok(CommandTool {
-        spec,
-        command: Arc::new(Command {
-            argv: parts,
-            stdin,
-            cwd,
-            env: own.env.unwrap_or_default(),
-            progress,
-            max_output: own.max_output,
-            timeout: timeout.map(|l| (l.value, l.written)),
-            retry_on_exit: own.retry_on_exit.unwrap_or_default(),
-        }),
     })
 }
 
@@ -496,43 +392,6 @@ fn schema_properties(schema: &Value) -> Option<HashSet<String>> {
         .get("properties")?
         .as_object()
         .map(|m| m.keys().cloned().collect())
-}
-
-/// An element: exactly `{name}` is a placeholder; otherwise literal text in which `{{`
-/// and `}}` stand for one brace and any other brace is refused.
-fn template(s: &str, names: Option<&HashSet<String>>) -> Result<Part, String> {
-    if let Some(name) = s.strip_prefix('{').and_then(|r| r.strip_suffix('}'))
-        && !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
-    {
-        if let Some(names) = names
-            && !names.contains(name)
-        {
-            return Err(format!(
-                "placeholder {{{name}}} names no property of input_schema"
-            ));
-        }
-        return Ok(Part::Arg(name.to_owned()));
-    }
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '{' | '}' if chars.peek() == Some(&c) => {
-                chars.next();
-                out.push(c);
-            }
-            '{' | '}' => {
-                return Err("a placeholder must be a whole element like \"{text}\" \
-                     (write {{ or }} for a literal brace)"
-                    .to_owned());
-            }
-            _ => out.push(c),
-        }
-    }
-    Ok(Part::Text(out))
 }
 
 #[cfg(test)]
@@ -771,17 +630,5 @@ mod tests {
             assert!(got.starts_with("MCPT_TOOLS_FILE=t.toml: "), "{got}");
             assert_eq!(got.lines().count(), 1, "one line: {got}");
         }
-    }
-
-    #[test]
-    fn literal_braces_are_escaped_and_placeholders_are_whole_elements() {
-        let names = None;
-        assert!(matches!(template("{a}", names), Ok(Part::Arg(n)) if n == "a"));
-        assert!(matches!(template("{{a}}", names), Ok(Part::Text(t)) if t == "{a}"));
-        assert!(template("x{a}", names).is_err());
-        assert!(template("{a}{b}", names).is_err());
-        assert!(template("{}", names).is_err());
-        assert!(template("{a b}", names).is_err());
-        assert!(matches!(template("%s", names), Ok(Part::Text(t)) if t == "%s"));
     }
 }

@@ -283,9 +283,36 @@ impl TaskContext {
     ) -> Result<Vec<(String, Value)>, ToolError> {
         // A coalesced status message goes out before the question, never after it.
         self.flush_status().await?;
+        self.count_asked(&requests)?;
+        let encoded = self.encode_requests(&requests)?;
+        let keys: Vec<String> = requests.into_iter().map(|(k, _)| k).collect();
         let i = &self.inner;
-        // Bounded per task (MCPT_MAX_INPUT_REQUESTS): a run replayed after a takeover asks
-        // the same keys again, which do not count twice.
+        let fence = i.fence.get(&i.stop).await?;
+        if let Some(answers) = self.ask(fence, &encoded).await? {
+            return Ok(answers);
+        }
+        // Parked: give the concurrency slot back while the client thinks (ARCHITECTURE.md).
+        let slot = i.slot.lock().ok().and_then(|mut p| p.take());
+        drop(slot);
+        let parked = Parked::set(&i.parked, &i.queue);
+        let answers = self.wait_for_answers(&keys, fence, &encoded).await?;
+        drop(parked);
+        let slot = i
+            .slots
+            .acquire(&i.owner)
+            .await
+            .map_err(|_| ToolError::Stopped)?;
+        if let Ok(mut held) = i.slot.lock() {
+            *held = Some(slot);
+        }
+        Ok(answers)
+    }
+
+    /// Count `requests`' keys among those asked in this run; an error past
+    /// `MCPT_MAX_INPUT_REQUESTS`. A run replayed after a takeover asks the same keys again,
+    /// which do not count twice.
+    fn count_asked(&self, requests: &[(String, InputRequest)]) -> Result<(), ToolError> {
+        let i = &self.inner;
         if let Ok(mut asked) = i.asked.lock() {
             asked.extend(requests.iter().map(|(k, _)| k.clone()));
             if asked.len() > i.max_inputs as usize {
@@ -298,11 +325,22 @@ impl TaskContext {
                 )));
             }
         }
+        Ok(())
+    }
+
+    /// Each request under its key as the ask script stores it; an error for a request of
+    /// no known kind, or one whose capability the client did not declare.
+    fn encode_requests(
+        &self,
+        requests: &[(String, InputRequest)],
+    ) -> Result<Vec<(String, String)>, ToolError> {
         let mut encoded = Vec::with_capacity(requests.len());
-        for (key, req) in &requests {
-            req.kind().map_err(ToolError::internal)?;
+        for (key, req) in requests {
+            req.kind().map_err(|e| ToolError::internal(e.to_string()))?;
             let need = Capability::for_input_method(&req.method, &req.params);
-            if let Some(missing) = need.and_then(|c| missing_capabilities(&[c], i.capabilities())) {
+            if let Some(missing) =
+                need.and_then(|c| missing_capabilities(&[c], self.inner.capabilities()))
+            {
                 return Err(ToolError::Protocol(ErrorObject::missing_capability(
                     format!(
                         "the client did not declare the capability {} needs",
@@ -315,61 +353,47 @@ impl TaskContext {
                 serde_json::to_string(req).map_err(|e| ToolError::internal(e.to_string()))?;
             encoded.push((key.clone(), json));
         }
-        let keys: Vec<String> = requests.into_iter().map(|(k, _)| k).collect();
-        let fence = i.fence.get(&i.stop).await?;
-        let ask = || async {
-            match persist(&i.stop, || {
-                i.store.ask(&i.task_id, &i.owner, fence, &encoded)
-            })
-            .await?
-            {
-                Ask::Answered(list) => Ok(Some(decode_answers(list))),
-                Ask::Refused(_) => Err(ToolError::Stopped),
-                Ask::Waiting => Ok(None),
-            }
-        };
-        if let Some(answers) = ask().await? {
-            return Ok(answers);
+        Ok(encoded)
+    }
+
+    /// Store the questions (the same keys and requests again are no change): their
+    /// answers when all are in already, `None` while the task waits for them.
+    async fn ask(
+        &self,
+        fence: u64,
+        encoded: &[(String, String)],
+    ) -> Result<Option<Vec<(String, Value)>>, ToolError> {
+        let i = &self.inner;
+        match persist(&i.stop, || {
+            i.store.ask(&i.task_id, &i.owner, fence, encoded)
+        })
+        .await?
+        {
+            Ask::Answered(list) => Ok(Some(decode_answers(list))),
+            Ask::Refused(_) => Err(ToolError::Stopped),
+            Ask::Waiting => Ok(None),
         }
-        // Parked: give the concurrency slot back while the client thinks (ARCHITECTURE.md).
-        let slot = i.slot.lock().ok().and_then(|mut p| p.take());
-        drop(slot);
-        let _parked = Parked::set(&i.parked, &i.queue);
+    }
+
+    /// Wait on the task's latest state until every key is answered, asking again when the
+    /// store lost the questions; [`ToolError::Stopped`] when the task ends first.
+    async fn wait_for_answers(
+        &self,
+        keys: &[String],
+        fence: u64,
+        encoded: &[(String, String)],
+    ) -> Result<Vec<(String, Value)>, ToolError> {
+        let i = &self.inner;
         let mut latest = i.latest.clone();
-        let answers = loop {
-            /// What the latest state says.
-            enum Seen {
-                Nothing,
-                Ended,
-                Answered(Vec<(String, String)>),
-                Lost,
-            }
-            let seen = match latest.borrow_and_update().as_ref() {
-                None => Seen::Nothing,
-                Some(rec) if rec.is_terminal() => Seen::Ended,
-                Some(rec) if keys.iter().all(|k| rec.answers.contains_key(k)) => Seen::Answered(
-                    keys.iter()
-                        .map(|k| (k.clone(), rec.answers[k].clone()))
-                        .collect(),
-                ),
-                // A question the store holds neither asked nor answered was lost (a Redis
-                // failover to a replica without it) or this state predates it.
-                Some(rec)
-                    if keys
-                        .iter()
-                        .any(|k| !rec.inputs.contains_key(k) && !rec.answers.contains_key(k)) =>
-                {
-                    Seen::Lost
-                }
-                Some(_) => Seen::Nothing,
-            };
+        loop {
+            let seen = Seen::of(latest.borrow_and_update().as_ref(), keys);
             match seen {
                 Seen::Ended => return Err(ToolError::Stopped),
-                Seen::Answered(list) => break decode_answers(list),
+                Seen::Answered(list) => return Ok(decode_answers(list)),
                 // Ask again: the same keys and requests again are no change.
                 Seen::Lost => {
-                    if let Some(answers) = ask().await? {
-                        break answers;
+                    if let Some(answers) = self.ask(fence, encoded).await? {
+                        return Ok(answers);
                     }
                 }
                 Seen::Nothing => {}
@@ -378,17 +402,7 @@ impl TaskContext {
                 changed = latest.changed() => if changed.is_err() { return Err(ToolError::Stopped) },
                 () = i.stop.cancelled() => return Err(ToolError::Stopped),
             }
-        };
-        drop(_parked);
-        let slot = i
-            .slots
-            .acquire(&i.owner)
-            .await
-            .map_err(|_| ToolError::Stopped)?;
-        if let Ok(mut held) = i.slot.lock() {
-            *held = Some(slot);
         }
-        Ok(answers)
     }
 
     /// Resolves when the client cancelled the task; the runner stops the handler right after.
@@ -399,6 +413,38 @@ impl TaskContext {
     /// Whether the client cancelled the task.
     pub fn is_cancelled(&self) -> bool {
         self.inner.stop.is_cancelled()
+    }
+}
+
+/// What a task's latest state says of the questions a parked handler waits on.
+enum Seen {
+    Nothing,
+    Ended,
+    Answered(Vec<(String, String)>),
+    Lost,
+}
+
+impl Seen {
+    fn of(rec: Option<&TaskRecord>, keys: &[String]) -> Seen {
+        match rec {
+            None => Seen::Nothing,
+            Some(rec) if rec.is_terminal() => Seen::Ended,
+            Some(rec) if keys.iter().all(|k| rec.answers.contains_key(k)) => Seen::Answered(
+                keys.iter()
+                    .map(|k| (k.clone(), rec.answers[k].clone()))
+                    .collect(),
+            ),
+            // A question the store holds neither asked nor answered was lost (a Redis
+            // failover to a replica without it) or this state predates it.
+            Some(rec)
+                if keys
+                    .iter()
+                    .any(|k| !rec.inputs.contains_key(k) && !rec.answers.contains_key(k)) =>
+            {
+                Seen::Lost
+            }
+            Some(_) => Seen::Nothing,
+        }
     }
 }
 

@@ -37,7 +37,7 @@ impl Service {
             url,
             headers,
             max_output,
-            client: web::client()?,
+            client: web::client().map_err(|e| e.to_string())?,
         })
     }
 

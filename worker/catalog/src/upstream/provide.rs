@@ -12,7 +12,7 @@ use mcp_tasks_worker::UpstreamAdvert;
 use mcp_tasks_worker::{Provider, ProviderFuture};
 use serde_json::Value;
 
-use super::list_pages;
+use super::list::list_pages;
 use super::session::{Incoming, Pool, RpcError, Session};
 
 /// The methods forwarded, and which switch each needs.

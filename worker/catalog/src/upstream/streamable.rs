@@ -44,7 +44,7 @@ impl Http {
         Ok(Http {
             inner: Arc::new(Inner {
                 url,
-                client: web::client()?,
+                client: web::client().map_err(|e| e.to_string())?,
                 session_id: Mutex::default(),
                 version: Mutex::default(),
                 core,

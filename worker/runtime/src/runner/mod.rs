@@ -20,8 +20,11 @@ use crate::claims::Claims;
 use crate::strikes::StrikeWatch;
 use crate::tool::Tool;
 
+mod admit;
 mod guest;
 mod job;
+mod monitor;
+mod outcome;
 pub(crate) mod share;
 
 use share::Slots;

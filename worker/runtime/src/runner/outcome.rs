@@ -1,0 +1,235 @@
+//! What a run came to, written: a retryable failure's wait, the result's size checks, and
+//! the finish script, retried through a Redis outage. Admission is
+//! [`admit`](super::admit)'s; the run itself is [`job`](super::job)'s.
+
+use std::time::Duration;
+
+use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
+use mcp_tasks_protocol::time::now_millis;
+use mcp_tasks_shared::metrics;
+use mcp_tasks_store::stored::{self, Stored};
+use mcp_tasks_store::{Delivery, Finish, Write};
+
+use crate::CallToolResult;
+use crate::tool::{Retry, ToolError};
+
+use super::Runner;
+use super::admit::short_duration;
+
+/// What a tool's call came to.
+pub(super) type Outcome = Result<CallToolResult, ToolError>;
+
+impl Runner {
+    /// What to write for `outcome`; `None` when nothing is (the entry released, or left
+    /// pending for another worker).
+    pub(super) async fn finish_of(
+        &self,
+        d: &Delivery,
+        fence: u64,
+        outcome: Outcome,
+    ) -> Option<Finish> {
+        match outcome {
+            Ok(result) => Some(self.completed(d, result).await),
+            Err(ToolError::Protocol(error)) => Some(failed(error)),
+            // run_job turned these into a wait or their last outcome already.
+            Err(ToolError::Retryable(retry)) => {
+                Some(failed(ErrorObject::new(INTERNAL_ERROR, retry.reason)))
+            }
+            // Why the run stopped is read from the task itself.
+            Err(ToolError::Stopped) => match self.store.get_task(&d.task_id, &d.owner).await {
+                // Gone (expired) or terminal (cancelled while parked): release the entry.
+                Ok(None) => {
+                    self.release(d).await;
+                    None
+                }
+                Ok(Some(rec)) if rec.is_terminal() => {
+                    self.release(d).await;
+                    None
+                }
+                Ok(Some(rec)) if rec.cancel_requested && rec.fence == fence => {
+                    Some(Finish::Cancelled)
+                }
+                // Taken over by another worker, or stopped by this worker's shutdown: write
+                // nothing; the job stays pending in the stream.
+                Ok(Some(_)) | Err(_) => {
+                    tracing::info!(task.id = %d.task_id, "run stopped without a result; job left pending");
+                    None
+                }
+            },
+        }
+    }
+
+    /// A tool's result as stored, or the failure when it is too large, would take its
+    /// owner past `MCPT_LIMIT_STORED_BYTES`, or cannot be encoded.
+    async fn completed(&self, d: &Delivery, result: CallToolResult) -> Finish {
+        let finish = self.encoded(result);
+        let Finish::Completed(json) = &finish else {
+            return finish;
+        };
+        let limit = if d.owner == mcp_tasks_protocol::meta::ANONYMOUS_OWNER {
+            self.stored_bytes_anonymous
+        } else {
+            self.stored_bytes
+        };
+        if limit == 0 {
+            return finish;
+        }
+        // Kept as long as the task: counted until it expires.
+        let lapses = match self.store.task_expiry(&d.task_id, &d.owner).await {
+            Ok(Some(at)) => at,
+            // Gone: the finish finds that out and stores nothing.
+            Ok(None) => return finish,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot count the result's bytes; storing it");
+                return finish;
+            }
+        };
+        match self
+            .store
+            .count_stored(&d.owner, json.len(), lapses, limit, Stored::Result)
+            .await
+        {
+            Ok(stored::Counted::Refused(total)) => failed(ErrorObject::new(
+                INTERNAL_ERROR,
+                format!(
+                    "the tool's result is {} bytes, and this caller's tasks already keep {total} of at most {limit} (MCPT_LIMIT_STORED_BYTES); it was not stored",
+                    json.len()
+                ),
+            )),
+            Ok(stored::Counted::Yes(_)) => finish,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot count the result's bytes; storing it");
+                finish
+            }
+        }
+    }
+
+    /// A tool's result as stored, or the failure when it is too large or cannot be encoded.
+    fn encoded(&self, result: CallToolResult) -> Finish {
+        match result.to_json_with_server_info() {
+            // Not stored: a result this large would fill Redis and every reader.
+            Ok(json) if json.len() > self.max_result_bytes => failed(ErrorObject::new(
+                INTERNAL_ERROR,
+                format!(
+                    "the tool's result is {} bytes; at most {} are stored (MCPT_MAX_RESULT_BYTES)",
+                    json.len(),
+                    self.max_result_bytes
+                ),
+            )),
+            Ok(json) => Finish::Completed(json),
+            Err(e) => failed(ErrorObject::new(
+                INTERNAL_ERROR,
+                format!("result could not be encoded: {e}"),
+            )),
+        }
+    }
+
+    /// A retryable failure: with attempts left under the tool's policy, put the job in its
+    /// delayed set (`None`: nothing more to write here); else the outcome the task ends with.
+    pub(super) async fn try_again(
+        &self,
+        d: &Delivery,
+        fence: u64,
+        tool: &str,
+        retry: Retry,
+    ) -> Option<Outcome> {
+        let Some(policy) = self.retries.get(tool).filter(|p| d.attempt < p.attempts) else {
+            return Some(match retry.last {
+                Some(result) => Ok(result),
+                None => Err(ToolError::internal(retry.reason)),
+            });
+        };
+        // A run that ended before taking its fence takes it now: the wait is fenced.
+        let fence = if fence == 0 {
+            self.start(d).await?.0
+        } else {
+            fence
+        };
+        let wait = policy.wait_after(d.attempt, retry.after);
+        let next = d.attempt + 1;
+        let message = format!(
+            "retrying in {} (attempt {next} of {}): {}",
+            short_duration(wait),
+            policy.attempts,
+            retry.reason
+        );
+        match self.store.retry(d, fence, wait, &message, next).await {
+            Ok(Write::Ok) => {
+                self.due_wake.notify_one();
+                tracing::info!(
+                    attempt = d.attempt,
+                    wait_ms = wait.as_millis() as u64,
+                    "run failed; tried again after a wait"
+                );
+            }
+            Ok(_) => {}
+            // Left pending: the sweep runs it again after the lease, a retry all the same.
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot schedule the retry; the job stays pending")
+            }
+        }
+        None
+    }
+
+    /// Write the terminal state, retrying while Redis is away.
+    pub(super) async fn settle(&self, d: &Delivery, fence: u64, finish: &Finish) {
+        let mut backoff = Duration::from_millis(100);
+        // Until it is written (or refused): the result must not be lost to an outage. A
+        // shutdown ends this with the process after the grace period.
+        loop {
+            match self.store.finish(d, fence, finish).await {
+                Ok(Write::Ok) => {
+                    record_finish(d, finish);
+                    return;
+                }
+                Ok(Write::Fenced) => {
+                    tracing::warn!(task.id = %d.task_id, "another worker owns this task now; result dropped");
+                    return;
+                }
+                Ok(Write::Gone | Write::Terminal) => return,
+                Err(e) => {
+                    tracing::warn!(task.id = %d.task_id, error = %e, "cannot finish task; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+
+    async fn release(&self, d: &Delivery) {
+        if let Err(e) = self.store.release(d).await {
+            tracing::warn!(task.id = %d.task_id, error = %e, "cannot release job entry");
+        }
+    }
+}
+
+/// The stream entry id's time part: when the create script queued the job (Redis clock).
+fn entry_millis(entry: &str) -> Option<i64> {
+    entry.split_once('-')?.0.parse().ok()
+}
+
+/// Count a task this worker ended, and how long it took from its call.
+fn record_finish(d: &Delivery, finish: &Finish) {
+    let status = match finish {
+        Finish::Completed(_) => "completed",
+        Finish::Failed { .. } => "failed",
+        Finish::Cancelled => "cancelled",
+    };
+    let attrs = metrics::finish_attrs(d.tool(), status);
+    let m = metrics::get();
+    m.tasks_finished.add(1, &attrs);
+    let run_ms = entry_millis(&d.entry).map(|created| (now_millis() - created).max(0) as u64);
+    if let Some(ms) = run_ms {
+        m.task_duration.record(ms as f64 / 1000.0, &attrs);
+    }
+    mcp_tasks_shared::tally::finished(status, &d.queue, run_ms);
+}
+
+/// A failure as the finish script stores it: the error object, and its message for the
+/// status line.
+pub(super) fn failed(error: ErrorObject) -> Finish {
+    let message = error.message.clone();
+    let error = serde_json::to_string(&error)
+        .unwrap_or_else(|_| format!(r#"{{"code":{INTERNAL_ERROR},"message":"internal error"}}"#));
+    Finish::Failed { error, message }
+}
