@@ -105,6 +105,37 @@ impl Source for HashMap<&str, &str> {
     }
 }
 
+/// Why telemetry could not be set up; the message names the variable or the exporter.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TelemetryError {
+    /// A variable has a value this process does not take.
+    #[error("{name}={value:?}: expected {expected}")]
+    BadVariable {
+        /// The variable.
+        name: String,
+        /// Its value.
+        value: String,
+        /// What it may be.
+        expected: &'static str,
+    },
+    /// `RUST_LOG` is not a filter.
+    #[error("RUST_LOG={filter:?}: {why}")]
+    BadFilter {
+        /// Its value.
+        filter: String,
+        /// The parser's complaint.
+        why: String,
+    },
+    /// An exporter could not be built.
+    #[error("cannot build the {which} exporter: {why}")]
+    Exporter {
+        /// `OTLP span`, `OTLP metric` or `Prometheus`.
+        which: &'static str,
+        /// The exporter's error.
+        why: String,
+    },
+}
+
 /// Which signals go out by OTLP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Export {
@@ -112,7 +143,7 @@ struct Export {
     metrics: bool,
 }
 
-fn export_plan(env: &impl Source) -> Result<Export, String> {
+fn export_plan(env: &impl Source) -> Result<Export, TelemetryError> {
     let disabled = env
         .get("OTEL_SDK_DISABLED")
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
@@ -124,14 +155,24 @@ fn export_plan(env: &impl Source) -> Result<Export, String> {
         if let Some(v) = env.get(var)
             && !matches!(v.as_str(), "http/protobuf" | "grpc")
         {
-            return Err(format!("{var}={v:?}: expected http/protobuf or grpc"));
+            return Err(TelemetryError::BadVariable {
+                name: var.to_owned(),
+                value: v,
+                expected: "http/protobuf or grpc",
+            });
         }
     }
-    let signal = |endpoint: &str, exporter: &str| -> Result<bool, String> {
+    let signal = |endpoint: &str, exporter: &str| -> Result<bool, TelemetryError> {
         let wanted = match env.get(exporter).as_deref() {
             None | Some("otlp") => true,
             Some("none") => false,
-            Some(other) => return Err(format!("{exporter}={other:?}: expected otlp or none")),
+            Some(other) => {
+                return Err(TelemetryError::BadVariable {
+                    name: exporter.to_owned(),
+                    value: other.to_owned(),
+                    expected: "otlp or none",
+                });
+            }
         };
         let endpoint =
             env.get("OTEL_EXPORTER_OTLP_ENDPOINT").is_some() || env.get(endpoint).is_some();
@@ -153,7 +194,7 @@ fn export_plan(env: &impl Source) -> Result<Export, String> {
 /// # Errors
 /// A malformed `OTEL_*` variable, or an exporter that cannot be built; the message names the
 /// variable.
-pub fn init(service: &'static str) -> Result<Telemetry, String> {
+pub fn init(service: &'static str) -> Result<Telemetry, TelemetryError> {
     let plan = export_plan(&Env)?;
     let mut resource = opentelemetry_sdk::Resource::builder();
     if Env.get("OTEL_SERVICE_NAME").is_none() {
@@ -164,7 +205,10 @@ pub fn init(service: &'static str) -> Result<Telemetry, String> {
     let tracer = if plan.traces {
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .build()
-            .map_err(|e| format!("cannot build the OTLP span exporter: {e}"))?;
+            .map_err(|e| TelemetryError::Exporter {
+                which: "OTLP span",
+                why: e.to_string(),
+            })?;
         Some(
             SdkTracerProvider::builder()
                 .with_batch_exporter(exporter)
@@ -180,14 +224,20 @@ pub fn init(service: &'static str) -> Result<Telemetry, String> {
         .with_registry(registry)
         .scope_info_enabled(false)
         .build()
-        .map_err(|e| format!("cannot build the Prometheus exporter: {e}"))?;
+        .map_err(|e| TelemetryError::Exporter {
+            which: "Prometheus",
+            why: e.to_string(),
+        })?;
     let mut meter = SdkMeterProvider::builder()
         .with_reader(prometheus)
         .with_resource(resource);
     if plan.metrics {
         let exporter = opentelemetry_otlp::MetricExporter::builder()
             .build()
-            .map_err(|e| format!("cannot build the OTLP metric exporter: {e}"))?;
+            .map_err(|e| TelemetryError::Exporter {
+                which: "OTLP metric",
+                why: e.to_string(),
+            })?;
         meter = meter.with_periodic_exporter(exporter);
     }
     let meter = meter.build();
@@ -241,15 +291,19 @@ pub fn init(service: &'static str) -> Result<Telemetry, String> {
 ///
 /// # Errors
 /// `access` neither `on` nor `off`, or a malformed `RUST_LOG`.
-fn log_filter(rust_log: Option<&str>, access: Option<&str>) -> Result<(EnvFilter, bool), String> {
+fn log_filter(
+    rust_log: Option<&str>,
+    access: Option<&str>,
+) -> Result<(EnvFilter, bool), TelemetryError> {
     let on = match access.map(str::trim) {
         None | Some("" | "off") => false,
         Some("on") => true,
         Some(other) => {
-            return Err(format!(
-                "{}={other:?}: expected on or off",
-                crate::config::ENV_ACCESS_LOG
-            ));
+            return Err(TelemetryError::BadVariable {
+                name: crate::config::ENV_ACCESS_LOG.to_owned(),
+                value: other.to_owned(),
+                expected: "on or off",
+            });
         }
     };
     let base = rust_log.filter(|l| !l.trim().is_empty()).unwrap_or("info");
@@ -261,8 +315,11 @@ fn log_filter(rust_log: Option<&str>, access: Option<&str>) -> Result<(EnvFilter
     } else {
         format!(",{ACCESS}=off")
     };
-    let filter = EnvFilter::try_new(format!("{base}{extra}"))
-        .map_err(|e| format!("RUST_LOG={base:?}: {e}"))?;
+    let filter =
+        EnvFilter::try_new(format!("{base}{extra}")).map_err(|e| TelemetryError::BadFilter {
+            filter: base.to_owned(),
+            why: e.to_string(),
+        })?;
     Ok((filter, on || named))
 }
 
@@ -276,7 +333,7 @@ fn log_filter(rust_log: Option<&str>, access: Option<&str>) -> Result<(EnvFilter
 fn fmt_filter<S>(
     rust_log: Option<&str>,
     access: Option<&str>,
-) -> Result<impl tracing_subscriber::layer::Filter<S> + use<S>, String>
+) -> Result<impl tracing_subscriber::layer::Filter<S> + use<S>, TelemetryError>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
@@ -433,7 +490,8 @@ mod tests {
         assert!(spans(Some("warn,access=info"), None));
         let e = log_filter(None, Some("yes")).unwrap_err();
         assert!(
-            e.contains("MCPT_ACCESS_LOG=\"yes\": expected on or off"),
+            e.to_string()
+                .contains("MCPT_ACCESS_LOG=\"yes\": expected on or off"),
             "{e}"
         );
         assert!(log_filter(Some("info,[=bad"), None).is_err());
@@ -612,7 +670,7 @@ mod tests {
     #[test]
     fn unknown_protocols_and_exporters_name_the_variable() {
         let env = HashMap::from([("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")]);
-        let err = export_plan(&env).unwrap_err();
+        let err = export_plan(&env).unwrap_err().to_string();
         assert!(
             err.starts_with("OTEL_EXPORTER_OTLP_PROTOCOL=\"http/json\""),
             "{err}"
@@ -621,6 +679,7 @@ mod tests {
         assert!(
             export_plan(&env)
                 .unwrap_err()
+                .to_string()
                 .contains("OTEL_TRACES_EXPORTER")
         );
     }

@@ -30,19 +30,24 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub type Client =
     hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
+/// TLS could not be set up for [`client`].
+#[derive(Debug, thiserror::Error)]
+#[error("cannot set up TLS: {0}")]
+pub struct TlsSetup(#[source] rustls::Error);
+
 /// A new client (each service, session or key source keeps its own, with its connection
 /// pool). Requests go out with `TCP_NODELAY`: they are small and answered at once.
 ///
 /// # Errors
 /// TLS cannot be set up (the platform's crypto provider is unusable).
-pub fn client() -> Result<Client, String> {
+pub fn client() -> Result<Client, TlsSetup> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_connect_timeout(Some(CONNECT_TIMEOUT));
     http.set_nodelay(true);
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-        .map_err(|e| format!("cannot set up TLS: {e}"))?
+        .map_err(TlsSetup)?
         .https_or_http()
         .enable_http1()
         .wrap_connector(http);

@@ -182,7 +182,7 @@ impl InputRequest {
     }
 
     /// Check the request is one of the three well-formed kinds (T-57), returning its kind.
-    pub fn kind(&self) -> Result<ResponseKind, String> {
+    pub fn kind(&self) -> Result<ResponseKind, BadInputRequest> {
         let p = &self.params;
         match self.method.as_str() {
             "elicitation/create" => {
@@ -197,7 +197,7 @@ impl InputRequest {
                 if message_ok && body_ok {
                     Ok(ResponseKind::Elicit)
                 } else {
-                    Err("elicitation/create needs a string message and a requestedSchema of type object (or mode url with a url)".into())
+                    Err(BadInputRequest::Elicitation)
                 }
             }
             "sampling/createMessage" => {
@@ -206,14 +206,41 @@ impl InputRequest {
                 {
                     Ok(ResponseKind::Sampling)
                 } else {
-                    Err("sampling/createMessage needs messages and an integer maxTokens".into())
+                    Err(BadInputRequest::Sampling)
                 }
             }
             "roots/list" => Ok(ResponseKind::Roots),
-            other => Err(format!("{other} is not an input request method")),
+            other => Err(BadInputRequest::Method(other.to_owned())),
         }
     }
 }
+
+/// Why an input request is not one of the three well-formed kinds (T-57).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BadInputRequest {
+    /// `elicitation/create` without its message or schema (or url).
+    Elicitation,
+    /// `sampling/createMessage` without its messages or `maxTokens`.
+    Sampling,
+    /// A method that is no input request.
+    Method(String),
+}
+
+impl std::fmt::Display for BadInputRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadInputRequest::Elicitation => f.write_str(
+                "elicitation/create needs a string message and a requestedSchema of type object (or mode url with a url)",
+            ),
+            BadInputRequest::Sampling => {
+                f.write_str("sampling/createMessage needs messages and an integer maxTokens")
+            }
+            BadInputRequest::Method(m) => write!(f, "{m} is not an input request method"),
+        }
+    }
+}
+
+impl std::error::Error for BadInputRequest {}
 
 /// The result type an input request is answered with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -252,39 +252,47 @@ impl GatewayConfig {
     /// Refuse to serve without authentication on a non-loopback address unless told to.
     ///
     /// # Errors
-    /// The one-line reason.
-    pub fn check_exposure(&self, addr: SocketAddr) -> Result<(), String> {
-        if self.auth.mode == AuthMode::None
-            && !addr.ip().is_loopback()
-            && !self.auth.allow_anonymous
-        {
-            return Err(format!(
-                "refusing to listen on {addr} without authentication: set MCPT_AUTH=tokens or \
-                 MCPT_AUTH=jwt, or MCPT_AUTH_ALLOW_ANONYMOUS=1 to serve anyone who can reach it"
-            ));
+    /// Why not, in one line ([`Exposure`]).
+    pub fn check_exposure(&self, addr: SocketAddr) -> Result<(), Exposure> {
+        let anonymous = self.auth.mode == AuthMode::None;
+        if anonymous && !addr.ip().is_loopback() && !self.auth.allow_anonymous {
+            return Err(Exposure::Anonymous(addr));
         }
         // The console shows every principal's tasks and cancels them: never without
         // authentication off loopback, even when MCP itself is allowed to be anonymous.
-        if self.console.enabled && self.auth.mode == AuthMode::None && !addr.ip().is_loopback() {
-            return Err(format!(
-                "refusing to serve the console (MCPT_CONSOLE=on) on {addr} without \
-                 authentication: set MCPT_AUTH=tokens or MCPT_AUTH=jwt with \
-                 MCPT_CONSOLE_PRINCIPALS, or listen on a loopback address"
-            ));
+        if self.console.enabled && anonymous && !addr.ip().is_loopback() {
+            return Err(Exposure::AnonymousConsole(addr));
         }
         // With authentication only listed principals get in: an empty list is a console
         // nobody can open, most likely a forgotten setting.
-        if self.console.enabled
-            && self.auth.mode != AuthMode::None
-            && self.console.principals.is_empty()
-        {
-            return Err(
-                "refusing to serve the console (MCPT_CONSOLE=on) with authentication and an \
-                 empty MCPT_CONSOLE_PRINCIPALS: nobody could sign in; list the principals \
-                 allowed in (comma-separated), or set MCPT_CONSOLE=off"
-                    .to_owned(),
-            );
+        if self.console.enabled && !anonymous && self.console.principals.is_empty() {
+            return Err(Exposure::ConsoleForNobody);
         }
         Ok(())
     }
+}
+
+/// Why [`GatewayConfig::check_exposure`] refuses an address.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Exposure {
+    /// No authentication on a reachable address, and anonymous callers not allowed.
+    #[error(
+        "refusing to listen on {0} without authentication: set MCPT_AUTH=tokens or \
+         MCPT_AUTH=jwt, or MCPT_AUTH_ALLOW_ANONYMOUS=1 to serve anyone who can reach it"
+    )]
+    Anonymous(SocketAddr),
+    /// The console without authentication on a reachable address.
+    #[error(
+        "refusing to serve the console (MCPT_CONSOLE=on) on {0} without \
+         authentication: set MCPT_AUTH=tokens or MCPT_AUTH=jwt with \
+         MCPT_CONSOLE_PRINCIPALS, or listen on a loopback address"
+    )]
+    AnonymousConsole(SocketAddr),
+    /// The console with authentication and nobody allowed in.
+    #[error(
+        "refusing to serve the console (MCPT_CONSOLE=on) with authentication and an \
+         empty MCPT_CONSOLE_PRINCIPALS: nobody could sign in; list the principals \
+         allowed in (comma-separated), or set MCPT_CONSOLE=off"
+    )]
+    ConsoleForNobody,
 }

@@ -291,7 +291,10 @@ mod tests {
                 .is_ok()
         );
         let err = none.check_exposure(any).unwrap_err();
-        assert!(err.starts_with("refusing to listen on 0.0.0.0:8080 without authentication"));
+        assert!(
+            err.to_string()
+                .starts_with("refusing to listen on 0.0.0.0:8080 without authentication")
+        );
         let src = HashMap::from([(ENV_AUTH_ALLOW_ANONYMOUS, "1")]);
         assert!(
             GatewayConfig::from_source(&src)
