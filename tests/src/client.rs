@@ -241,6 +241,25 @@ impl Client {
             .await
     }
 
+    /// `tools/call` with the idempotency key `key` in `_meta`.
+    pub async fn call_keyed(
+        &self,
+        tool: &str,
+        args: Value,
+        caps: &Value,
+        key: &str,
+    ) -> Result<Reply> {
+        let mut m = meta(caps);
+        m["io.github.mcp-tasks/idempotencyKey"] = json!(key);
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let body = json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": args, "_meta": m},
+        });
+        let headers = Client::headers("tools/call", Some(tool));
+        self.post_raw(&headers, serde_json::to_vec(&body)?).await
+    }
+
     /// `tools/call` declaring the extension; returns the new task id (fails if not a task).
     pub async fn start_task(&self, tool: &str, args: Value) -> Result<String> {
         let r = self.call(tool, args, &caps_tasks()).await?;

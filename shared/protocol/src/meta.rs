@@ -17,6 +17,11 @@ pub const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
 pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 /// `_meta` key on listen-stream notifications: the listen request id.
 pub const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
+/// `_meta` key of a `tools/call`: the caller's idempotency key (issue 38), as the HTTP header
+/// [`IDEMPOTENCY_KEY_HEADER`] also carries it.
+pub const IDEMPOTENCY_KEY: &str = "io.github.mcp-tasks/idempotencyKey";
+/// The HTTP header carrying an idempotency key (the IETF httpapi draft's name).
+pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 /// `_meta` key: W3C trace context.
 pub const TRACEPARENT_KEY: &str = "traceparent";
 /// The owner of every task when the gateway authenticates no one.

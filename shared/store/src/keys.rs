@@ -381,6 +381,25 @@ impl Layout {
             }
         }
     }
+
+    /// The task id of `owner`'s call under idempotency key `key`
+    /// ([`crate::idempotency::keyed_task_id`]); in a cluster with the tag of a shard the
+    /// same pair always picks, so every gateway names the same hash.
+    pub fn keyed_task_id(&self, owner: &str, key: &str) -> String {
+        let id = crate::idempotency::keyed_task_id(owner, key);
+        match self {
+            Layout::Standalone => id,
+            Layout::Cluster { tags } => {
+                let pick = id.bytes().fold(0usize, |h, b| {
+                    h.wrapping_mul(31).wrapping_add(usize::from(b))
+                });
+                let tag = tags
+                    .get(pick % tags.len().max(1))
+                    .map_or("0-0", String::as_str);
+                format!("tsk{tag}{}", &id[3..])
+            }
+        }
+    }
 }
 
 /// A random number below `n` (from a fresh v4 UUID's random bits).

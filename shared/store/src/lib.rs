@@ -50,6 +50,7 @@ pub mod delayed;
 mod entries;
 pub mod events;
 pub mod forward;
+pub mod idempotency;
 mod jobs;
 pub mod keys;
 pub mod limits;
@@ -81,7 +82,7 @@ pub use reader::JobReader;
 pub use record::TaskRecord;
 pub use replication::Replication;
 pub use target::{DEFAULT_SENTINEL_PORT, RedisTarget, SentinelTarget};
-pub use tasks::{Answer, Created, Limit, NewTask, OwnerLimits};
+pub use tasks::{Answer, Created, Differs, Limit, NewTask, OwnerLimits};
 
 /// How many shards tasks and each queue are split into in a Redis Cluster, unless told
 /// otherwise (`MCPT_QUEUE_SHARDS`); one Redis always has exactly one.

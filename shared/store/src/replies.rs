@@ -6,7 +6,7 @@
 use redis::{FromRedisValue, ParsingError, Value};
 
 use crate::jobs::{Ask, Start, Write};
-use crate::tasks::{Answer, Created, Limit};
+use crate::tasks::{Answer, Created, Differs, Limit};
 use crate::{StoreError, StoreResult};
 
 /// Read a script's reply (the items [`crate::Store::acknowledged`] returns, or a direct
@@ -112,6 +112,11 @@ fn created(items: &[String]) -> Result<Created, ParsingError> {
             "rate" => Limit::PerMinute,
             _ => Limit::Active,
         })),
+        [case, which] if case == "differs" => Ok(Created::Conflict(match which.as_str() {
+            "tool" => Differs::Tool,
+            _ => Differs::Arguments,
+        })),
+        [case] if case == "existing" => Ok(Created::Existing),
         [at] => number("create", at).map(Created::At),
         _ => Err(unexpected("create", items)),
     }

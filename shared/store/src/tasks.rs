@@ -23,6 +23,10 @@ pub struct NewTask<'a> {
     pub queue: &'a str,
     /// The job.
     pub job: &'a Job,
+    /// For a call with an idempotency key (its id from [`crate::keys::Layout::keyed_task_id`]):
+    /// the digest of its arguments ([`crate::idempotency::call_digest`]). A task already
+    /// under this id is then the answer, not a second one.
+    pub keyed: Option<&'a str>,
 }
 
 /// Per-owner limits checked when a task is created (0 turns one off).
@@ -50,6 +54,20 @@ pub enum Created {
     At(i64),
     /// Refused by the owner's limit; nothing was written.
     Limited(Limit),
+    /// A keyed create whose task already exists with the same tool and arguments: that task
+    /// is the answer; nothing was written.
+    Existing,
+    /// A keyed create whose task already exists for another call; nothing was written.
+    Conflict(Differs),
+}
+
+/// What differs between a keyed call and the task its key already names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Differs {
+    /// Another tool.
+    Tool,
+    /// The same tool, other arguments.
+    Arguments,
 }
 
 /// Outcome of [`Store::answer`].
@@ -107,6 +125,7 @@ impl Store {
         } else {
             script.arg(t.limits.per_minute).arg(t.limits.active);
         }
+        script.arg(t.keyed.unwrap_or(""));
         let (reply, confirmed) = match self.acknowledged(&script, &key, "create").await {
             Ok(done) => done,
             Err(e) => {
@@ -117,6 +136,15 @@ impl Store {
             }
         };
         let created: Created = replies::read(reply)?;
+        if cluster && matches!(created, Created::Existing | Created::Conflict(_)) {
+            // Counted above for a task that was not made.
+            self.give_limits_back(t, minute).await;
+        }
+        if t.keyed.is_some() && !confirmed {
+            // Not cancelled, unlike an unkeyed create: the caller retries with its key and
+            // finds this task (waited for again), or, if a failover lost it, makes it anew.
+            return Err(StoreError::Unreplicated { op: "keyed create" });
+        }
         if matches!(created, Created::At(_)) && !confirmed {
             // Not durable, so not handed out: cancel it (on the shared connection, no second
             // wait) so it does not run unasked, and let the caller retry.

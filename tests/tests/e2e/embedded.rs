@@ -35,6 +35,7 @@ async fn queue_sleep(store: &Store) -> Result<String> {
             limits: OwnerLimits::default(),
             queue: "default",
             job: &job,
+            keyed: None,
         })
         .await?;
     ensure!(matches!(created, Created::At(_)), "{created:?}");

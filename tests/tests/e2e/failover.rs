@@ -14,10 +14,13 @@
 //! how many acknowledged tasks were lost. All assert that requests during the switch are
 //! answered with a JSON-RPC error (never a bare 5xx, never a hang) and that creates succeed
 //! again without a restart of ours: [`AFTER_FAILOVER`] in a row once the promotion is seen.
+//! Every create carries an idempotency key and a refused one is sent again with it: no key
+//! may name two tasks (issue 38).
 //!
 //! Two replicas, not one: with `WAIT 1`, a promoted replica with no replica of its own
 //! could confirm nothing, so creates would stay refused until the dead primary came back.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -270,6 +273,7 @@ async fn run(mut ha: Ha, wait_replicas: bool) -> Result<Outcome> {
     let in_a_row = Arc::new(AtomicUsize::new(0));
     let slowest: Arc<Mutex<Duration>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
+    let keys: Arc<Mutex<HashMap<String, HashSet<String>>>> = Arc::default();
 
     let mut creators = Vec::new();
     for c in 0..CREATORS {
@@ -283,13 +287,26 @@ async fn run(mut ha: Ha, wait_replicas: bool) -> Result<Outcome> {
             slowest.clone(),
             stop.clone(),
         );
+        let keys = keys.clone();
         creators.push(tokio::spawn(async move {
+            // Every create carries an idempotency key; a refused one is sent again with the
+            // same key (issue 38), so no key may ever name two tasks.
+            let mut retrying: Option<(String, Kind)> = None;
             while !stop.load(Ordering::SeqCst) {
-                let kind = Kind::of(counter.fetch_add(1, Ordering::SeqCst));
+                let (key, kind) = match retrying.take() {
+                    Some(again) => again,
+                    None => {
+                        let n = counter.fetch_add(1, Ordering::SeqCst);
+                        (format!("creator-{c}-{n}"), Kind::of(n))
+                    }
+                };
                 let (tool, args) = kind.call();
                 let sent = Instant::now();
-                let created =
-                    answered("tools/call", client.call(tool, args, &caps_tasks())).await?;
+                let created = answered(
+                    "tools/call",
+                    client.call_keyed(tool, args, &caps_tasks(), &key),
+                )
+                .await?;
                 let after_kill = killed_at.lock().await.is_some_and(|killed| sent > killed);
                 if after_kill {
                     let took = sent.elapsed();
@@ -297,6 +314,7 @@ async fn run(mut ha: Ha, wait_replicas: bool) -> Result<Outcome> {
                     *slowest = (*slowest).max(took);
                 }
                 let Ok(result) = created else {
+                    retrying = Some((key, kind));
                     refused.fetch_add(1, Ordering::SeqCst);
                     if after_kill {
                         *last_refused.lock().await = Some(sent);
@@ -309,6 +327,7 @@ async fn run(mut ha: Ha, wait_replicas: bool) -> Result<Outcome> {
                     .as_str()
                     .with_context(|| format!("a create answered without a taskId: {result}"))?
                     .to_owned();
+                keys.lock().await.entry(key).or_default().insert(id.clone());
                 if kind == Kind::Cancel {
                     // Cancelled at once; a refused cancel (the switch) is tried again.
                     loop {
@@ -370,6 +389,14 @@ async fn run(mut ha: Ha, wait_replicas: bool) -> Result<Outcome> {
         creator.await??;
     }
 
+    // No key named two tasks, however often it was sent across the switch.
+    for (key, ids) in keys.lock().await.iter() {
+        ensure!(
+            ids.len() == 1,
+            "key {key} named {} tasks: {ids:?}",
+            ids.len()
+        );
+    }
     // Every acknowledged task ends as it should.
     let acked = std::mem::take(&mut *acked.lock().await);
     let mut outcome = Outcome {

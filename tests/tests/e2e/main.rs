@@ -14,6 +14,7 @@ mod embedded;
 mod failover;
 mod fleet;
 mod http_tools;
+mod idempotency;
 mod interop;
 mod legacy;
 mod lifecycle;

@@ -198,6 +198,12 @@ impl Watch {
     pub fn task_id(&self) -> &str {
         &self.task
     }
+
+    /// Make the next [`Watch::recv`] a [`TaskEvent::Resync`]: for a watcher of a task that
+    /// existed before its watch (a keyed call's retry), so it reads where the task stands.
+    pub fn resync(&self) {
+        self.line.lag.raise(&self.task);
+    }
 }
 
 impl Drop for Watch {

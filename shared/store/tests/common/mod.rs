@@ -64,6 +64,7 @@ pub(crate) async fn create_task(
             limits,
             queue: QUEUE,
             job: &job,
+            keyed: None,
         })
         .await
         .unwrap();

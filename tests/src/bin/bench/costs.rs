@@ -46,8 +46,9 @@ impl Drop for Ticker {
 }
 
 /// `n` lifecycles (create, wait, one tasks/get; more only while not completed) on
-/// [`COST_CLIENTS`] clients; returns the number of gets.
-pub(crate) async fn lifecycles(http: &Http, n: usize) -> Result<u64> {
+/// [`COST_CLIENTS`] clients, each create with a fresh idempotency key when `keyed`;
+/// returns the number of gets.
+pub(crate) async fn lifecycles(http: &Http, n: usize, keyed: bool) -> Result<u64> {
     let left = Arc::new(AtomicUsize::new(n));
     let done = Arc::new(AtomicUsize::new(0));
     let gets = Arc::new(AtomicU64::new(0));
@@ -61,7 +62,11 @@ pub(crate) async fn lifecycles(http: &Http, n: usize) -> Result<u64> {
                 .is_ok()
             {
                 let t0 = Instant::now();
-                let id = http.create().await?;
+                let id = if keyed {
+                    http.create_keyed().await?
+                } else {
+                    http.create().await?
+                };
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 loop {
                     let status = http.get(&id).await?;
@@ -124,7 +129,7 @@ pub(crate) async fn per_task_costs(env: &Env, n: usize, done_id: &str) -> Result
 
     let (ds0, keys0) = env.dataset().await?;
     let a = env.snap().await?;
-    let gets = lifecycles(&env.http, n)
+    let gets = lifecycles(&env.http, n, false)
         .await
         .context("per-task lifecycles")?;
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -63,6 +63,18 @@ impl Http {
         self.create_with(self.create.clone()).await
     }
 
+    /// `tools/call sleep {"ms":0}` with a fresh idempotency key in `_meta`: the new task id.
+    pub(crate) async fn create_keyed(&self) -> Result<String> {
+        static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
+        let run = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let n = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
+        let meta = self.meta.strip_suffix('}').unwrap_or(&self.meta);
+        let keyed = format!(r#"{meta},"io.github.mcp-tasks/idempotencyKey":"bench-{run}-{n}"}}"#);
+        self.create_with(call_body(&keyed, 0)).await
+    }
+
     /// `tools/call` with this prebuilt body: the new task id.
     pub(crate) async fn create_with(&self, body: Bytes) -> Result<String> {
         let r = self.rpc("tools/call", Some("sleep"), body).await?;

@@ -78,6 +78,7 @@ pub(crate) async fn redis_limit(
                         limits: OwnerLimits::default(),
                         queue: &queues[0],
                         job: &job,
+                        keyed: None,
                     })
                     .await?;
                 if let Created::Limited(l) = created {

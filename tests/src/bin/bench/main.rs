@@ -13,6 +13,7 @@
 mod args;
 mod costs;
 mod http;
+mod keyed;
 mod limit;
 mod listeners;
 mod load;
@@ -90,7 +91,11 @@ async fn run(args: Args) -> Result<()> {
         notes.push("per-task costs: skipped with --redis-cluster (INFO covers one master)".into());
         None
     } else if args.tasks > 0 {
-        Some(per_task_costs(&env, args.tasks, &done_id).await?)
+        let mut costs = per_task_costs(&env, args.tasks, &done_id).await?;
+        let key = keyed::key_cost(&env, args.tasks).await?;
+        costs.text.extend(key.text);
+        costs.json["idempotency_key"] = key.json;
+        Some(costs)
     } else {
         notes.push("per-task costs: skipped (--tasks 0)".into());
         None
