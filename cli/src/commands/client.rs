@@ -97,7 +97,7 @@ impl Client {
         }
         Ok(Client {
             url: uri,
-            http: web::client()?,
+            http: web::client().map_err(|e| e.to_string())?,
             token: std::env::var("MCPT_TOKEN")
                 .ok()
                 .map(|t| t.trim().to_owned())
@@ -113,11 +113,18 @@ impl Client {
         caps: Caps,
         id: Value,
     ) -> Result<hyper::Request<Full<Bytes>>, CallError> {
+        let given = params.get_mut("_meta").map(Value::take);
         params["_meta"] = json!({
             "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
             "io.modelcontextprotocol/clientInfo": {"name": "mcp-tasks-cli", "version": env!("CARGO_PKG_VERSION")},
             "io.modelcontextprotocol/clientCapabilities": caps.to_json(),
         });
+        // What the caller put in `_meta` (an idempotency key) goes along.
+        if let Some(Value::Object(given)) = given {
+            for (k, v) in given {
+                params["_meta"][k] = v;
+            }
+        }
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let mut req = hyper::Request::post(self.url.clone())
             .header("content-type", "application/json")

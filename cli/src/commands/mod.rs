@@ -13,6 +13,7 @@
 mod args;
 mod client;
 mod ops;
+mod result;
 mod strikes;
 mod targets;
 mod tasks;

@@ -9,17 +9,19 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use mcp_tasks_shared::protocol::jsonrpc::INVALID_PARAMS;
+use mcp_tasks_shared::protocol::meta::IDEMPOTENCY_KEY;
 use serde_json::{Value, json};
 
 use super::Fail;
 use super::client::{CallError, Caps, Client, TASK_CAPS, TASKS};
+use super::result::finish_result;
 use super::terminal::{Terminal, answer_requests};
 
 /// How a schema violation starts (the gateway's `launch.rs`): `invalid arguments for tool
 /// NAME: WHY`. This, "not found" for an unknown task and the Tasks extension's name in a
 /// refused call are the gateway's wording, read here: `tests/tests/e2e/cli.rs`
 /// (`call_prints_results_progress_and_errors`, `get_cancel_and_watch_a_task`) fails if the gateway says them otherwise.
-const INVALID_ARGUMENTS: &str = "invalid arguments for tool ";
+pub(super) const INVALID_ARGUMENTS: &str = "invalid arguments for tool ";
 
 /// How long a `tasks/*` request may take.
 const TIMEOUT: Option<Duration> = Some(Duration::from_secs(30));
@@ -71,63 +73,40 @@ fn is_terminal(status: &str) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------
-// Results
-// ---------------------------------------------------------------------------------------
-
-/// The printable form of a `CallToolResult`: `structuredContent` as JSON when present,
-/// else its content blocks (text as is, others as a one-line summary).
-fn render(result: &Value) -> String {
-    if let Some(s) = result.get("structuredContent").filter(|s| !s.is_null()) {
-        return serde_json::to_string_pretty(s).unwrap_or_default();
-    }
-    let blocks = result["content"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
-    blocks
-        .iter()
-        .map(|b| match b["type"].as_str().unwrap_or("") {
-            "text" => b["text"].as_str().unwrap_or("").to_owned(),
-            "image" | "audio" => format!(
-                "[{} {}, {} bytes of base64]",
-                b["type"].as_str().unwrap_or(""),
-                b["mimeType"].as_str().unwrap_or("?"),
-                b["data"].as_str().map_or(0, str::len)
-            ),
-            "resource_link" => format!("[link {}]", b["uri"].as_str().unwrap_or("?")),
-            "resource" => b["resource"]["text"].as_str().map_or_else(
-                || format!("[resource {}]", b["resource"]["uri"]),
-                str::to_owned,
-            ),
-            other => format!("[{other} content]"),
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Print a final `CallToolResult`; `isError` results go to stderr and exit 1.
-fn finish_result(result: &Value) -> Result<(), Fail> {
-    let text = render(result);
-    if result["isError"] == true {
-        // A schema violation is the caller's mistake, not the tool's: no task was made.
-        if let Some(why) = text
-            .strip_prefix(INVALID_ARGUMENTS)
-            .and_then(|rest| rest.split_once(": "))
-            .map(|(_, why)| why)
-        {
-            return Err(Fail::runtime(format!("invalid arguments: {why}")));
-        }
-        return Err(Fail::line(1, format!("tool error: {text}")));
-    }
-    if !text.is_empty() {
-        println!("{text}");
-    }
-    Ok(())
-}
-
-// ---------------------------------------------------------------------------------------
 // call
 // ---------------------------------------------------------------------------------------
+
+/// Pauses before the retries of a `tools/call` whose connection failed.
+const CALL_RETRIES: [Duration; 3] = [
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+];
+
+/// `tools/call` with `params` (carrying its idempotency key), sent again after each pause
+/// of [`CALL_RETRIES`] while the gateway cannot be reached or the answer broke off; a
+/// JSON-RPC error is the answer.
+async fn call_retrying(client: &Client, params: &Value, caps: Caps) -> Result<Value, CallError> {
+    let mut pauses = CALL_RETRIES.iter();
+    loop {
+        match client
+            .request("tools/call", params.clone(), caps, None)
+            .await
+        {
+            Err(CallError::Transport(why)) => match pauses.next() {
+                Some(pause) => {
+                    eprintln!(
+                        "mcp-tasks: {why}; sending the call again in {} ms (same idempotency key)",
+                        pause.as_millis()
+                    );
+                    tokio::time::sleep(*pause).await;
+                }
+                None => return Err(CallError::Transport(why)),
+            },
+            answer => return answer,
+        }
+    }
+}
 
 /// `call TOOL --args JSON [--task [--detach]]`.
 pub(crate) async fn call(
@@ -143,10 +122,16 @@ pub(crate) async fn call(
     };
     let started = Instant::now();
     let mut term = Terminal::default();
-    let mut params = json!({"name": tool, "arguments": args});
+    // A fresh key for this call, the same on its retries: a call whose answer was lost
+    // (the connection broke) is found again, not run twice.
+    let key = format!("cli-{}", uuid::Uuid::new_v4());
+    let mut params = json!({
+        "name": tool,
+        "arguments": args,
+        "_meta": {IDEMPOTENCY_KEY: key},
+    });
     for _ in 0..MAX_ROUNDS {
-        let result = client
-            .request("tools/call", params.clone(), caps, None)
+        let result = call_retrying(client, &params, caps)
             .await
             .map_err(call_fail(tool, task))?;
         match result["resultType"].as_str() {
@@ -484,17 +469,4 @@ pub(crate) async fn watch(client: &Client, ids: &[String]) -> Result<(), Fail> {
         return Err(Fail::quiet(1));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn results_print_structured_content_first() {
-        let r = json!({"content": [{"type": "text", "text": "hi"}], "structuredContent": {"a": 1}});
-        assert_eq!(render(&r), "{\n  \"a\": 1\n}");
-        let r = json!({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]});
-        assert_eq!(render(&r), "a\nb");
-    }
 }
