@@ -50,7 +50,7 @@ pub struct Delivery {
     pub owner: String,
     /// The job, or why it could not be decoded. A worker's run takes its `args`, `caps`
     /// and `pre` out of it (they are `Null` and empty afterwards); the tool's name stays.
-    pub job: Result<Job, String>,
+    pub job: Result<Job, BadJob>,
     /// Delivered for the first time (read as new), not reclaimed from another worker.
     pub fresh: bool,
     /// When the job was first queued (ms since the epoch), for a job moved to the end of
@@ -462,13 +462,24 @@ pub(crate) fn entry_owner(stream_owner: Option<String>, job: Option<&Job>) -> St
         .unwrap_or_else(|| mcp_tasks_protocol::meta::ANONYMOUS_OWNER.to_owned())
 }
 
+/// Why a delivered entry has no job a worker can run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadJob {
+    /// The entry has no `job` field.
+    #[error("job entry has no job field")]
+    Missing,
+    /// The `job` field is not a job's JSON.
+    #[error("undecodable job: {0}")]
+    Undecodable(String),
+}
+
 pub(crate) fn delivery(queue: &str, stream: &str, mut entry: Entry, fresh: bool) -> Delivery {
     let task_id = entry.take("task").unwrap_or_default();
     let stream_owner = entry.take("owner");
     let job = entry
         .take("job")
-        .ok_or_else(|| "job entry has no job field".to_owned())
-        .and_then(|j| serde_json::from_str(&j).map_err(|e| format!("undecodable job: {e}")));
+        .ok_or(BadJob::Missing)
+        .and_then(|j| serde_json::from_str(&j).map_err(|e| BadJob::Undecodable(e.to_string())));
     let owner = entry_owner(stream_owner, job.as_ref().ok());
     let queued_ms = entry.take("queued").and_then(|ms| ms.parse().ok());
     let attempt = entry

@@ -76,7 +76,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 
-pub use jobs::{Ask, Delivery, Finish, Job, Start, Write};
+pub use jobs::{Ask, BadJob, Delivery, Finish, Job, Start, Write};
 pub use queues::{Consumer, QueueDepth};
 pub use reader::JobReader;
 pub use record::TaskRecord;
