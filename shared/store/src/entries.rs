@@ -124,6 +124,17 @@ fn unexpected(what: &str, got: &Value) -> ParsingError {
     format!("expected {what}, got {got:?}").into()
 }
 
+/// Why a delivered entry has no job a worker can run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadJob {
+    /// The entry has no `job` field.
+    #[error("job entry has no job field")]
+    Missing,
+    /// The `job` field is not a job's JSON.
+    #[error("undecodable job: {0}")]
+    Undecodable(String),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

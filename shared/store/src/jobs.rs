@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::entries::Entry;
+use crate::entries::{BadJob, Entry};
 use crate::{JobReader, Store, StoreResult, keys, replies};
 
 /// The stream entry a worker runs: everything the handler needs besides the task hash.
@@ -460,17 +460,6 @@ pub(crate) fn entry_owner(stream_owner: Option<String>, job: Option<&Job>) -> St
     stream_owner
         .or_else(|| job.map(|j| j.owner.clone()).filter(|o| !o.is_empty()))
         .unwrap_or_else(|| mcp_tasks_protocol::meta::ANONYMOUS_OWNER.to_owned())
-}
-
-/// Why a delivered entry has no job a worker can run.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BadJob {
-    /// The entry has no `job` field.
-    #[error("job entry has no job field")]
-    Missing,
-    /// The `job` field is not a job's JSON.
-    #[error("undecodable job: {0}")]
-    Undecodable(String),
 }
 
 pub(crate) fn delivery(queue: &str, stream: &str, mut entry: Entry, fresh: bool) -> Delivery {

@@ -2,7 +2,7 @@
 //!
 //! | key | type | content | written by | expiry |
 //! | --- | --- | --- | --- | --- |
-//! | `mcpt:task:{ID}:OWNER` | hash | status msg created updated ttl poll ver owner tool queue result error cancel fence worker pending `in:KEY` `ans:KEY` | scripts only | `PEXPIREAT created + ttl` |
+//! | `mcpt:task:{ID}:OWNER` | hash | status msg created updated ttl poll ver owner tool queue result error cancel fence worker pending `in:KEY` `ans:KEY`, argdigest (keyed calls: the id is derived from owner and key) | scripts only | `PEXPIREAT created + ttl` |
 //! | `mcpt:queue:{NAME}` | stream, group `workers` | `task` id, `job` JSON (tool, arguments, capabilities, MRTR answers, trace context) | create script; XACK + XDEL by start/finish scripts | entries deleted once done |
 //! | `mcpt:events:{ID}` | channel | the whole task hash as a flat JSON array, after each change (on one Redis without `WAIT` replicas, only while someone is subscribed) | scripts | — |
 //! | `mcpt:tools` | hash | tool name → [`registry::ToolAdvert`] JSON | workers' heartbeats | stale after 15 s |
@@ -76,7 +76,8 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 
-pub use jobs::{Ask, BadJob, Delivery, Finish, Job, Start, Write};
+pub use entries::BadJob;
+pub use jobs::{Ask, Delivery, Finish, Job, Start, Write};
 pub use queues::{Consumer, QueueDepth};
 pub use reader::JobReader;
 pub use record::TaskRecord;
