@@ -1,14 +1,19 @@
 //! The console's JSON API (`/console/api/…`), used by the pages and by `mcp-tasks queues`,
-//! `workers` and `tasks`: filters parsed once into [`Filter`], rows built from the
-//! console's memory ([`super::view`]), errors as `{"error": "…"}` with a status.
+//! `workers` and `tasks`: its router ([`route`]), filters parsed once into [`Filter`], rows
+//! built from the console's memory ([`super::view`]), errors as `{"error": "…"}` with a
+//! status. The event stream is `events.rs`'s; a task's lookup and cancel `tasks.rs`'s.
 
-use hyper::{Response, StatusCode};
+use std::sync::Arc;
+
+use hyper::{Method, Response, StatusCode};
 use mcp_tasks_protocol::tasks::TaskStatus;
 use mcp_tasks_protocol::time::now_millis;
 use mcp_tasks_store::console::TaskDetail;
 use serde_json::{Value, json};
 
 use super::view::{Known, MAX_TASKS, View};
+use crate::tasks::{UNKNOWN_TASK, cancel, find, whole};
+use crate::{Console, State, events, strike};
 use mcp_tasks_shared::body::{self as reply, ResBody};
 
 /// Tasks listed when no `limit` is given.
@@ -176,6 +181,151 @@ pub(crate) fn task(k: &Known, detail: Option<&TaskDetail>, trace_url: Option<&st
             .map(|(t, u)| u.replace("{trace_id}", t))
     );
     row
+}
+
+/// `/console/api/…`: `rest` is the path after `api/`.
+pub(crate) async fn route(
+    state: &Arc<State>,
+    console: &Console,
+    method: &Method,
+    rest: &[&str],
+    query: Option<&str>,
+    body: (&[u8], bool),
+    principal: &str,
+) -> Response<ResBody> {
+    match (method, rest) {
+        (&Method::GET, ["queues"]) => ok(&queues(console)),
+        (&Method::GET, ["workers"]) => ok(&workers(console)),
+        (&Method::GET, ["tasks"]) => match Filter::parse(query) {
+            Ok(f) => ok(&tasks(&console.view, &f)),
+            Err(why) => error(StatusCode::BAD_REQUEST, &why),
+        },
+        (&Method::GET, ["tasks", id]) => task_of(state, console, id, query).await,
+        (&Method::POST, ["tasks", id, "cancel"]) => {
+            match cancel(state, console, id, query, principal).await {
+                Ok(_) => ok(&json!({ "cancelled": id })),
+                Err(res) => res,
+            }
+        }
+        (&Method::GET, ["strikes"]) => ok(&json!({ "strikes": console.view.fleet().strikes })),
+        (&Method::POST, ["strikes"]) => strike(state, console, body, principal).await,
+        (&Method::POST, ["strikes", "restore"]) => restore(state, console, body, principal).await,
+        (&Method::GET, ["events"]) => events::events(state, console),
+        (
+            _,
+            ["queues" | "workers" | "tasks" | "events" | "strikes"]
+            | ["tasks", _]
+            | ["strikes", "restore"],
+        ) => error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here"),
+        _ => error(StatusCode::NOT_FOUND, "no such console API"),
+    }
+}
+
+/// `GET /console/api/queues`: each queue with its run times, and the last 15 minutes'
+/// counts, run times and rates.
+fn queues(console: &Console) -> Value {
+    let fleet = console.view.fleet();
+    let queues: Vec<Value> = fleet
+        .queues
+        .iter()
+        .map(|q| {
+            let mut row = serde_json::to_value(q).unwrap_or_default();
+            row["run_time"] = json!(console.view.run_time(Some(&q.name)));
+            row
+        })
+        .collect();
+    json!({
+        "queues": queues,
+        "last_15m": {
+            "counts": console.view.rate_totals(),
+            "run_time": console.view.run_time(None),
+            "per_second": console.view.rate_points(now_millis()),
+        },
+        "refreshed_ms": fleet.refreshed_ms,
+        "error": fleet.error,
+    })
+}
+
+/// `GET /console/api/workers`: the workers and the tools advertised.
+fn workers(console: &Console) -> Value {
+    let fleet = console.view.fleet();
+    json!({
+        "workers": fleet.workers,
+        "tools": fleet.tools,
+        "refreshed_ms": fleet.refreshed_ms,
+        "error": fleet.error,
+    })
+}
+
+/// `GET /console/api/tasks/{id}`: the task read whole, with its worker, deliveries and
+/// trace.
+async fn task_of(
+    state: &State,
+    console: &Console,
+    id: &str,
+    query: Option<&str>,
+) -> Response<ResBody> {
+    let Some(known) = find(state, console, id, query).await else {
+        return error(StatusCode::NOT_FOUND, UNKNOWN_TASK);
+    };
+    let detail = state
+        .store
+        .console_task(id, &known.record.owner)
+        .await
+        .ok()
+        .flatten();
+    let known = whole(known, detail.as_ref());
+    ok(&task(
+        &known,
+        detail.as_ref(),
+        console.config.trace_url.as_deref(),
+    ))
+}
+
+/// `POST /console/api/strikes`.
+async fn strike(
+    state: &State,
+    console: &Console,
+    body: (&[u8], bool),
+    principal: &str,
+) -> Response<ResBody> {
+    match strike::strike(state, body, principal).await {
+        Ok(struck) => {
+            strike::shown_now(state, console).await;
+            ok(&json!({
+                "struck": struck.strike.describe(),
+                "new": struck.new,
+                "known": struck.known,
+                "cancel_running": struck.strike.cancel_running,
+                "message": struck.message(),
+            }))
+        }
+        Err((status, why)) => error(status, &why),
+    }
+}
+
+/// `POST /console/api/strikes/restore`.
+async fn restore(
+    state: &State,
+    console: &Console,
+    body: (&[u8], bool),
+    principal: &str,
+) -> Response<ResBody> {
+    let done = strike::restore(state, body, principal).await;
+    if done.is_ok() {
+        strike::shown_now(state, console).await;
+    }
+    match done {
+        Ok(r) => ok(&match r.released {
+            Ok(n) => json!({ "restored": r.describe, "released": n }),
+            Err(why) => json!({
+                "restored": r.describe,
+                "released": null,
+                "note": format!("held jobs not all queued again here ({why}): the workers queue the rest within a few seconds"),
+            }),
+        }),
+        Err((status, why)) => error(status, &why),
+    }
 }
 
 #[cfg(test)]

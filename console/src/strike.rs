@@ -11,8 +11,8 @@ use mcp_tasks_protocol::time::now_millis;
 use mcp_tasks_store::strikes::{self, Strike, strike_id};
 use serde::Deserialize;
 
-use super::{api, logged};
-use crate::State;
+use crate::access::logged;
+use crate::{Console, State, api, view};
 
 /// How long a restore spends queueing the held jobs again before leaving the rest to the
 /// workers (which release them within seconds anyway).
@@ -208,6 +208,15 @@ pub(crate) async fn restore(
         describe: strike.describe(),
         released,
     })
+}
+
+/// After a strike or restore: the strikes in force into the console's memory now, so the
+/// page the operator lands on shows them (the refresh would within 2 s).
+pub(crate) async fn shown_now(state: &State, console: &Console) {
+    match state.store.strikes().await {
+        Ok(strikes) => console.view.set_strikes(view::strike_rows(strikes)),
+        Err(e) => tracing::debug!(error = %e, "console: strikes not re-read; the refresh will"),
+    }
 }
 
 #[cfg(test)]
