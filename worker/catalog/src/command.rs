@@ -39,13 +39,18 @@ pub(super) enum Part {
     Arg(String),
 }
 
+/// An argument a [`Part`] names is missing (or null); the text is the tool's error.
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[error("missing argument {0}")]
+struct MissingArgument(String);
+
 impl Part {
-    /// The element for `args`, or the name of the missing argument.
-    fn expand(&self, args: &Value) -> Result<String, String> {
+    /// The element for `args`, or the missing argument.
+    fn expand(&self, args: &Value) -> Result<String, MissingArgument> {
         match self {
             Part::Text(t) => Ok(t.clone()),
             Part::Arg(name) => match args.get(name) {
-                None | Some(Value::Null) => Err(name.clone()),
+                None | Some(Value::Null) => Err(MissingArgument(name.clone())),
                 Some(Value::String(s)) => Ok(s.clone()),
                 Some(other) => Ok(other.to_string()),
             },
@@ -90,11 +95,7 @@ impl Command {
     async fn run(&self, ctx: TaskContext, args: Value) -> Result<CallToolResult, ToolError> {
         let (argv, stdin) = match self.expand(&args) {
             Ok(expanded) => expanded,
-            Err(name) => {
-                return Ok(CallToolResult::error_text(format!(
-                    "missing argument {name}"
-                )));
-            }
+            Err(missing) => return Ok(CallToolResult::error_text(missing.to_string())),
         };
         let mut child = self
             .command(&argv, stdin.is_some())
@@ -151,8 +152,8 @@ impl Command {
         self.outcome(result(status, &out, &err, self.max_output), &err)
     }
 
-    /// The argv and the stdin text for `args`, or the name of a missing argument.
-    fn expand(&self, args: &Value) -> Result<(Vec<String>, Option<String>), String> {
+    /// The argv and the stdin text for `args`, or a missing argument.
+    fn expand(&self, args: &Value) -> Result<(Vec<String>, Option<String>), MissingArgument> {
         let argv = self
             .argv
             .iter()
@@ -332,8 +333,11 @@ mod tests {
         assert_eq!(arg("n").as_deref(), Ok("3"));
         assert_eq!(arg("b").as_deref(), Ok("true"));
         assert_eq!(arg("o").as_deref(), Ok(r#"{"k":[1]}"#));
-        assert_eq!(arg("z"), Err("z".to_owned()));
-        assert_eq!(arg("missing"), Err("missing".to_owned()));
+        assert_eq!(arg("z"), Err(MissingArgument("z".to_owned())));
+        assert_eq!(
+            arg("missing").map_err(|e| e.to_string()),
+            Err("missing argument missing".to_owned())
+        );
     }
 
     #[test]

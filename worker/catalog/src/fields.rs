@@ -17,7 +17,69 @@ use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 use serde::{Deserialize, de::Error as _};
 
 use super::{DEFAULT_MAX_OUTPUT, FieldError, bad};
-use mcp_tasks_worker::{Policy, Rate, RetryPolicy};
+use mcp_tasks_worker::{Policy, Rate, RateError, RetryPolicy};
+
+/// What is wrong with the value of one of the common fields; serde carries its text to
+/// [`typed`], which makes it the [`FieldError`]'s problem.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ValueError {
+    /// Not a positive duration.
+    #[error("{0}: expected a duration like \"250ms\", \"30s\", \"5m\", \"1h\"")]
+    Duration(toml::Value),
+    /// Not a boolean.
+    #[error("expected true or false")]
+    Flag,
+    /// Not one of the policies.
+    #[error("{0}: expected \"task\", \"auto\", \"sync\" or \"task_only\"")]
+    Policy(toml::Value),
+    /// A `rate` that is not a string.
+    #[error("{0}: expected starts per window, like \"10/min\"")]
+    RateType(toml::Value),
+    /// A `rate` string that is not starts per window.
+    #[error(transparent)]
+    Rate(#[from] RateError),
+    /// A `max_running` that is not a whole number of at least 1.
+    #[error("{0}: expected a whole number of at least 1")]
+    MaxRunning(toml::Value),
+    /// A `retry_on_exit` that is not a list of exit codes.
+    #[error("{0}: expected a list of exit codes from 1 to 255, like [75]")]
+    ExitCodes(toml::Value),
+    /// A `max_output` that is not a positive number.
+    #[error("expected a positive number of bytes")]
+    MaxOutput,
+    /// An `env` that is not a list of variable names.
+    #[error("expected a list of variable names (no '=', PATH is always passed)")]
+    EnvNames,
+}
+
+/// What is wrong with a `retry` table.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RetryError {
+    /// Not a table.
+    #[error("{0}: {RETRY_SHAPE}")]
+    NotTable(toml::Value),
+    /// A key other than `attempts`, `initial` and `max`.
+    #[error("unknown key {0:?}: {RETRY_SHAPE}")]
+    UnknownKey(String),
+    /// No `attempts`.
+    #[error("attempts missing: {RETRY_SHAPE}")]
+    NoAttempts,
+    /// `attempts` out of range or not a whole number.
+    #[error("attempts {0}: expected a whole number from 1 to 100")]
+    Attempts(toml::Value),
+    /// `initial` or `max` (the key) not a positive duration.
+    #[error("{key} {value}: expected a duration like \"250ms\", \"30s\", \"5m\"")]
+    Duration {
+        key: &'static str,
+        value: toml::Value,
+    },
+    /// `max` shorter than `initial`.
+    #[error("max ({max:?}) is shorter than initial ({initial:?})")]
+    MaxBelowInitial { max: Duration, initial: Duration },
+}
+
+/// How a `retry` table is written, for [`RetryError`]'s messages.
+const RETRY_SHAPE: &str = "expected a table like { attempts = 3, initial = \"1s\", max = \"1m\" }";
 
 /// The fields every kind takes (`[[upstream]]` refuses `description` and `input_schema`).
 #[derive(Debug, Deserialize)]
@@ -62,9 +124,7 @@ impl<'de> Deserialize<'de> for Limit {
                             written: written.to_owned(),
                         })
                 })
-                .ok_or_else(|| {
-                    format!("{v}: expected a duration like \"250ms\", \"30s\", \"5m\", \"1h\"")
-                })
+                .ok_or_else(|| ValueError::Duration(v.clone()))
         })
     }
 }
@@ -145,9 +205,9 @@ fn field_names<T: DeserializeOwned>() -> &'static [&'static str] {
 }
 
 /// Read the field as TOML, then `check` it; its `Err` is the whole problem.
-pub(super) fn checked<'de, D: Deserializer<'de>, T>(
+pub(super) fn checked<'de, D: Deserializer<'de>, T, E: std::error::Error>(
     d: D,
-    check: impl FnOnce(&toml::Value) -> Result<T, String>,
+    check: impl FnOnce(&toml::Value) -> Result<T, E>,
 ) -> Result<T, D::Error> {
     let v = toml::Value::deserialize(d)?;
     check(&v).map_err(D::Error::custom)
@@ -155,10 +215,7 @@ pub(super) fn checked<'de, D: Deserializer<'de>, T>(
 
 /// `true` or `false`.
 pub(super) fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    checked(d, |v| {
-        v.as_bool()
-            .ok_or_else(|| "expected true or false".to_owned())
-    })
+    checked(d, |v| v.as_bool().ok_or(ValueError::Flag))
 }
 
 fn policy<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Policy>, D::Error> {
@@ -167,51 +224,49 @@ fn policy<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Policy>, D::Error> {
         Some("auto") => Ok(Some(Policy::Auto)),
         Some("sync") => Ok(Some(Policy::Sync)),
         Some("task_only") => Ok(Some(Policy::TaskOnly)),
-        _ => Err(format!(
-            "{v}: expected \"task\", \"auto\", \"sync\" or \"task_only\""
-        )),
+        _ => Err(ValueError::Policy(v.clone())),
     })
 }
 
 /// `retry = { attempts = 3, initial = "1s", max = "1m" }`: attempts (runs in all, at least
 /// 1) required; `initial` 1 s and `max` 1 min by default.
 fn retry<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RetryPolicy>, D::Error> {
-    const SHAPE: &str = "expected a table like { attempts = 3, initial = \"1s\", max = \"1m\" }";
     checked(d, |v| {
         // Walked by hand: a derived struct's messages (unknown field `tries`, ...) are not ours.
-        let t = v.as_table().ok_or_else(|| format!("{v}: {SHAPE}"))?;
+        let t = v
+            .as_table()
+            .ok_or_else(|| RetryError::NotTable(v.clone()))?;
         if let Some(k) = t
             .keys()
             .find(|k| !["attempts", "initial", "max"].contains(&k.as_str()))
         {
-            return Err(format!("unknown key {k:?}: {SHAPE}"));
+            return Err(RetryError::UnknownKey(k.clone()));
         }
         let attempts = match t.get("attempts") {
-            None => return Err(format!("attempts missing: {SHAPE}")),
+            None => return Err(RetryError::NoAttempts),
             Some(n) => n
                 .as_integer()
                 .and_then(|n| u32::try_from(n).ok())
                 .filter(|n| (1..=100).contains(n))
-                .ok_or_else(|| format!("attempts {n}: expected a whole number from 1 to 100"))?,
+                .ok_or_else(|| RetryError::Attempts(n.clone()))?,
         };
-        let duration = |key: &str, default: Duration| -> Result<Duration, String> {
+        let duration = |key: &'static str, default: Duration| -> Result<Duration, RetryError> {
             match t.get(key) {
                 None => Ok(default),
                 Some(v) => v
                     .as_str()
                     .and_then(|s| parse_duration(s.trim()))
                     .filter(|d| !d.is_zero())
-                    .ok_or_else(|| {
-                        format!("{key} {v}: expected a duration like \"250ms\", \"30s\", \"5m\"")
+                    .ok_or_else(|| RetryError::Duration {
+                        key,
+                        value: v.clone(),
                     }),
             }
         };
         let initial = duration("initial", Duration::from_secs(1))?;
         let max = duration("max", Duration::from_secs(60))?;
         if max < initial {
-            return Err(format!(
-                "max ({max:?}) is shorter than initial ({initial:?})"
-            ));
+            return Err(RetryError::MaxBelowInitial { max, initial });
         }
         Ok(Some(RetryPolicy {
             attempts,
@@ -223,11 +278,9 @@ fn retry<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RetryPolicy>, D::Erro
 
 /// `rate = "10/min"`.
 fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Rate>, D::Error> {
-    checked(d, |v| {
-        v.as_str()
-            .ok_or_else(|| format!("{v}: expected starts per window, like \"10/min\""))
-            .and_then(Rate::parse)
-            .map(Some)
+    checked(d, |v| -> Result<_, ValueError> {
+        let text = v.as_str().ok_or_else(|| ValueError::RateType(v.clone()))?;
+        Ok(Some(Rate::parse(text)?))
     })
 }
 
@@ -238,7 +291,7 @@ fn max_running<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error>
             .and_then(|n| u32::try_from(n).ok())
             .filter(|n| *n >= 1)
             .map(Some)
-            .ok_or_else(|| format!("{v}: expected a whole number of at least 1"))
+            .ok_or_else(|| ValueError::MaxRunning(v.clone()))
     })
 }
 
@@ -257,7 +310,7 @@ pub(super) fn exit_codes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<i
             })
             .filter(|l| !l.is_empty())
             .map(Some)
-            .ok_or_else(|| format!("{v}: expected a list of exit codes from 1 to 255, like [75]"))
+            .ok_or_else(|| ValueError::ExitCodes(v.clone()))
     })
 }
 
@@ -272,7 +325,7 @@ pub(super) fn max_output<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Er
         v.as_integer()
             .and_then(|n| usize::try_from(n).ok())
             .filter(|n| *n >= 1)
-            .ok_or_else(|| "expected a positive number of bytes".to_owned())
+            .ok_or(ValueError::MaxOutput)
     })
 }
 
@@ -285,9 +338,7 @@ pub(super) fn env_names<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<St
                     .all(|n| !n.is_empty() && !n.contains(['=', '\0']) && n != "PATH")
             })
             .map(Some)
-            .ok_or_else(|| {
-                "expected a list of variable names (no '=', PATH is always passed)".to_owned()
-            })
+            .ok_or(ValueError::EnvNames)
     })
 }
 

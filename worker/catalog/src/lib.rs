@@ -100,6 +100,7 @@ pub struct CatalogError {
 }
 
 /// What is wrong with one field of one entry (the entry is added by the caller).
+#[derive(Debug)]
 struct FieldError {
     field: String,
     problem: String,
@@ -406,6 +407,7 @@ mod tests {
         WorkerConfig::from_source(&env).expect("config")
     }
 
+    // String, not `CatalogError`: the tests compare the one-line message as text.
     fn check(text: &str) -> Result<Vec<Arc<dyn Tool>>, String> {
         let builtin = mcp_tasks_worker::tools::packs(&["demo".to_owned()]);
         parse("t.toml", Path::new("."), text, &config(), &builtin)

@@ -143,6 +143,7 @@ mod tests {
     use super::*;
 
     /// The catalog `text` checked (a file `t.toml` in the current folder).
+    // String, not `CatalogError`: the tests compare the one-line message as text.
     pub(super) fn parse(text: &str) -> Result<super::super::Catalog, String> {
         let env: HashMap<&str, &str> = HashMap::from([("MCPT_QUEUES", "default,slow")]);
         let config = WorkerConfig::from_source(&env).expect("config");

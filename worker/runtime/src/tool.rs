@@ -185,14 +185,22 @@ pub struct Rate {
     pub per: Duration,
 }
 
+/// A `rate` that is not starts per window ([`Rate::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?}: expected starts per window, like \"10/min\", \"2/s\" or \"5/10s\"")]
+pub struct RateError {
+    /// The text as given.
+    pub text: String,
+}
+
 impl Rate {
     /// `N/s`, `N/min`, `N/h`, `N/day`, or `N/` and a duration (`5/10s`).
     ///
     /// # Errors
     /// Anything else, or `N` or the window zero.
-    pub fn parse(text: &str) -> Result<Rate, String> {
-        let bad = || {
-            format!("{text:?}: expected starts per window, like \"10/min\", \"2/s\" or \"5/10s\"")
+    pub fn parse(text: &str) -> Result<Rate, RateError> {
+        let bad = || RateError {
+            text: text.to_owned(),
         };
         let (n, per) = text.trim().split_once('/').ok_or_else(bad)?;
         let starts: u32 = n.trim().parse().ok().filter(|n| *n >= 1).ok_or_else(bad)?;
@@ -344,6 +352,13 @@ mod tests {
         for bad in ["10", "0/min", "x/min", "10/fortnight", "10/0s", "-1/s"] {
             assert!(r(bad).is_err(), "{bad}");
         }
+        assert_eq!(
+            r("10").map_err(|e| e.to_string()),
+            Err(
+                "\"10\": expected starts per window, like \"10/min\", \"2/s\" or \"5/10s\""
+                    .to_owned()
+            )
+        );
     }
 
     #[test]

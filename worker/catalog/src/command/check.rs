@@ -31,17 +31,41 @@ struct CommandFields {
     retry_on_exit: Option<Vec<i32>>,
 }
 
+/// What is wrong with `argv`, or with one of its elements or the `stdin` text as a
+/// [`Part`] (the element's place is added by the caller).
+#[derive(Debug, thiserror::Error)]
+enum ArgvError {
+    /// Not a list of strings, or an empty one.
+    #[error("expected a non-empty list of strings")]
+    NotList,
+    /// An element (its index and TOML type) is not a string.
+    #[error("element {index} is a {kind}, expected a string")]
+    NotString { index: usize, kind: &'static str },
+    /// A placeholder naming no property of the schema.
+    #[error("placeholder {{{0}}} names no property of input_schema")]
+    UnknownArgument(String),
+    /// A brace that is neither doubled nor part of a whole-element placeholder.
+    #[error(
+        "a placeholder must be a whole element like \"{{text}}\" (write {{{{ or }}}} for a literal brace)"
+    )]
+    LoneBrace,
+}
+
 /// `argv`: a non-empty list of strings. Walked by hand: the message names the element.
 fn argv<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
     fields::checked(d, |v| {
         let list = v
             .as_array()
             .filter(|a| !a.is_empty())
-            .ok_or("expected a non-empty list of strings")?;
-        let strings = list.iter().enumerate().map(|(i, element)| {
-            element.as_str().map(str::to_owned).ok_or_else(|| {
-                format!("element {i} is a {}, expected a string", element.type_str())
-            })
+            .ok_or(ArgvError::NotList)?;
+        let strings = list.iter().enumerate().map(|(index, element)| {
+            element
+                .as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| ArgvError::NotString {
+                    index,
+                    kind: element.type_str(),
+                })
         });
         strings.collect::<Result<_, _>>().map(Some)
     })
@@ -87,7 +111,7 @@ pub(crate) fn entry(
     }
     let stdin = own
         .stdin
-        .map(|s| template(&s, names.as_ref()).map_err(|why| bad("stdin", why)))
+        .map(|s| template(&s, names.as_ref()).map_err(|why| bad("stdin", why.to_string())))
         .transpose()?;
     let cwd = own.cwd.map(|s| directory(base, &s)).transpose()?;
     let progress = own
@@ -120,7 +144,7 @@ pub(crate) fn entry(
 
 /// An element: exactly `{name}` is a placeholder; otherwise literal text in which `{{`
 /// and `}}` stand for one brace and any other brace is refused.
-fn template(s: &str, names: Option<&HashSet<String>>) -> Result<Part, String> {
+fn template(s: &str, names: Option<&HashSet<String>>) -> Result<Part, ArgvError> {
     if let Some(name) = s.strip_prefix('{').and_then(|r| r.strip_suffix('}'))
         && !name.is_empty()
         && name
@@ -130,9 +154,7 @@ fn template(s: &str, names: Option<&HashSet<String>>) -> Result<Part, String> {
         if let Some(names) = names
             && !names.contains(name)
         {
-            return Err(format!(
-                "placeholder {{{name}}} names no property of input_schema"
-            ));
+            return Err(ArgvError::UnknownArgument(name.to_owned()));
         }
         return Ok(Part::Arg(name.to_owned()));
     }
@@ -144,11 +166,7 @@ fn template(s: &str, names: Option<&HashSet<String>>) -> Result<Part, String> {
                 chars.next();
                 out.push(c);
             }
-            '{' | '}' => {
-                return Err("a placeholder must be a whole element like \"{text}\" \
-                     (write {{ or }} for a literal brace)"
-                    .to_owned());
-            }
+            '{' | '}' => return Err(ArgvError::LoneBrace),
             _ => out.push(c),
         }
     }
@@ -169,5 +187,14 @@ mod tests {
         assert!(template("{}", names).is_err());
         assert!(template("{a b}", names).is_err());
         assert!(matches!(template("%s", names), Ok(Part::Text(t)) if t == "%s"));
+        assert_eq!(
+            template("x{a}", names)
+                .err()
+                .map(|e| e.to_string())
+                .as_deref(),
+            Some(
+                "a placeholder must be a whole element like \"{text}\" (write {{ or }} for a literal brace)"
+            )
+        );
     }
 }

@@ -45,15 +45,47 @@ fn post() -> Method {
     Method::POST
 }
 
+/// A `method` other than the three an `[[http]]` tool sends.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}: expected \"POST\" (the default), \"GET\" or \"PUT\"")]
+struct MethodError(toml::Value);
+
 fn method<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Method, D::Error> {
     fields::checked(d, |v| match v.as_str() {
         Some("POST") => Ok(Method::POST),
         Some("GET") => Ok(Method::GET),
         Some("PUT") => Ok(Method::PUT),
-        _ => Err(format!(
-            "{v}: expected \"POST\" (the default), \"GET\" or \"PUT\""
-        )),
+        _ => Err(MethodError(v.clone())),
     })
+}
+
+/// What is wrong with `headers` (each header named by its key).
+#[derive(Debug, thiserror::Error)]
+enum HeaderError {
+    /// Not a table of header = variable.
+    #[error("expected a table like {{ Authorization = \"API_TOKEN\" }} (header = variable)")]
+    NotTable,
+    /// The key is no header name.
+    #[error("{0:?} is not a valid header name")]
+    Name(String),
+    /// A header the worker writes itself.
+    #[error("{0:?} is set by the worker")]
+    Reserved(String),
+    /// The value is not a variable name.
+    #[error("{0:?}: expected the name of an environment variable")]
+    NotVariable(String),
+    /// The variable is set but empty.
+    #[error("{name:?}: environment variable {var} is empty")]
+    Empty { name: String, var: String },
+    /// The variable is not set.
+    #[error("{name:?}: environment variable {var} is not set")]
+    Unset { name: String, var: String },
+    /// The variable's value is not UTF-8.
+    #[error("{name:?}: environment variable {var} is not UTF-8")]
+    NotUnicode { name: String, var: String },
+    /// The variable's value cannot be sent as a header value.
+    #[error("{name:?}: environment variable {var} is not a valid header value")]
+    Value { name: String, var: String },
 }
 
 /// One `[[http]]` entry, checked.
@@ -70,9 +102,10 @@ pub(crate) fn entry(entry: &toml::Table, config: &WorkerConfig) -> Result<HttpTo
     let url = check_url(&url).map_err(|why| bad("url", format!("{url:?}: {why}")))?;
     let headers = match &own.headers {
         None => HeaderMap::new(),
-        Some(v) => headers_from_env(v).map_err(|why| bad("headers", why))?,
+        Some(v) => headers_from_env(v).map_err(|why| bad("headers", why.to_string()))?,
     };
-    let service = Service::new(url, headers, own.max_output).map_err(|why| bad("url", why))?;
+    let service =
+        Service::new(url, headers, own.max_output).map_err(|why| bad("url", why.to_string()))?;
     let poll_interval = spec.poll_interval.unwrap_or(config.tasks.poll_interval);
     Ok(HttpTool {
         spec,
@@ -88,41 +121,35 @@ pub(crate) fn entry(entry: &toml::Table, config: &WorkerConfig) -> Result<HttpTo
 
 /// `{ Header-Name = "VARIABLE" }`: each header with the value of its variable now.
 /// Walked by hand: its keys are header names, not fields a struct could declare.
-fn headers_from_env(v: &toml::Value) -> Result<HeaderMap, String> {
+fn headers_from_env(v: &toml::Value) -> Result<HeaderMap, HeaderError> {
     let Some(table) = v.as_table() else {
-        return Err(
-            "expected a table like { Authorization = \"API_TOKEN\" } (header = variable)"
-                .to_owned(),
-        );
+        return Err(HeaderError::NotTable);
     };
     let mut headers = HeaderMap::new();
     for (name, var) in table {
-        let header = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| format!("{name:?} is not a valid header name"))?;
+        let header =
+            HeaderName::from_bytes(name.as_bytes()).map_err(|_| HeaderError::Name(name.clone()))?;
         if RESERVED_HEADERS.contains(&header.as_str()) {
-            return Err(format!("{name:?} is set by the worker"));
+            return Err(HeaderError::Reserved(name.clone()));
         }
         let Some(var) = var
             .as_str()
             .filter(|s| !s.is_empty() && !s.contains(['=', '\0']))
         else {
-            return Err(format!(
-                "{name:?}: expected the name of an environment variable"
-            ));
+            return Err(HeaderError::NotVariable(name.clone()));
         };
-        let value = match std::env::var(var) {
+        let (name, var) = (name.clone(), var.to_owned());
+        let value = match std::env::var(&var) {
             Ok(value) if !value.is_empty() => value,
-            Ok(_) => return Err(format!("{name:?}: environment variable {var} is empty")),
-            Err(std::env::VarError::NotPresent) => {
-                return Err(format!("{name:?}: environment variable {var} is not set"));
-            }
+            Ok(_) => return Err(HeaderError::Empty { name, var }),
+            Err(std::env::VarError::NotPresent) => return Err(HeaderError::Unset { name, var }),
             Err(std::env::VarError::NotUnicode(_)) => {
-                return Err(format!("{name:?}: environment variable {var} is not UTF-8"));
+                return Err(HeaderError::NotUnicode { name, var });
             }
         };
-        let mut value = HeaderValue::from_str(&value).map_err(|_| {
-            format!("{name:?}: environment variable {var} is not a valid header value")
-        })?;
+        let Ok(mut value) = HeaderValue::from_str(&value) else {
+            return Err(HeaderError::Value { name, var });
+        };
         value.set_sensitive(true);
         headers.append(header, value);
     }
@@ -143,6 +170,7 @@ mod tests {
 
     /// One entry's fields (the lines under `[[http]]`), checked. Their place in the file
     /// and the one-line format are `catalog.rs`'s, tested there.
+    // String, not `FieldError`: the tests compare `field NAME: PROBLEM` as text.
     fn check(fields: &str) -> Result<HttpTool, String> {
         let table: toml::Table = fields.parse().expect("TOML");
         entry(&table, &config()).map_err(|e| format!("field {}: {}", e.field, e.problem))

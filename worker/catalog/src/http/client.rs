@@ -32,12 +32,16 @@ impl Service {
     ///
     /// # Errors
     /// TLS cannot be set up (the platform's crypto provider is unusable).
-    pub(super) fn new(url: Uri, headers: HeaderMap, max_output: usize) -> Result<Self, String> {
+    pub(super) fn new(
+        url: Uri,
+        headers: HeaderMap,
+        max_output: usize,
+    ) -> Result<Self, web::TlsSetup> {
         Ok(Service {
             url,
             headers,
             max_output,
-            client: web::client().map_err(|e| e.to_string())?,
+            client: web::client()?,
         })
     }
 

@@ -3,23 +3,55 @@
 //! so get the entry's headers). Nothing here does I/O.
 
 use hyper::Uri;
+use hyper::http::uri::InvalidUri;
+
+/// Why a URL is not one an `[[http]]` tool calls.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum UrlError {
+    /// `{` or `}` in the entry's URL.
+    #[error("placeholders are not supported: the arguments travel as the JSON body")]
+    Placeholder,
+    /// Not a URL at all.
+    #[error("not a URL: {0}")]
+    Parse(#[source] InvalidUri),
+    /// Not `http://` or `https://`.
+    #[error("expected an http:// or https:// URL")]
+    Scheme,
+    /// No host.
+    #[error("expected a host, as in https://HOST/PATH")]
+    NoHost,
+    /// `user:password@` in the authority.
+    #[error("credentials in the URL are not sent; use headers")]
+    Credentials,
+    /// The URL a reference is resolved against does not parse as a `url::Url`.
+    #[error("{base}: {source}")]
+    Base { base: Uri, source: url::ParseError },
+    /// The reference cannot be joined to the base.
+    #[error("{reference:?}: not a URL: {source}")]
+    Join {
+        reference: String,
+        source: url::ParseError,
+    },
+    /// The resolved reference is not a URL we call.
+    #[error("{reference:?}: {source}")]
+    Unusable {
+        reference: String,
+        source: Box<UrlError>,
+    },
+}
 
 /// A fixed `http://` or `https://` URL with a host and no credentials.
-pub(super) fn check_url(text: &str) -> Result<Uri, String> {
+pub(super) fn check_url(text: &str) -> Result<Uri, UrlError> {
     if text.contains(['{', '}']) {
-        return Err(
-            "placeholders are not supported: the arguments travel as the JSON body".to_owned(),
-        );
+        return Err(UrlError::Placeholder);
     }
-    let url: Uri = text.parse().map_err(|e| format!("not a URL: {e}"))?;
+    let url: Uri = text.parse().map_err(UrlError::Parse)?;
     if !matches!(url.scheme_str(), Some("http" | "https")) {
-        return Err("expected an http:// or https:// URL".to_owned());
+        return Err(UrlError::Scheme);
     }
     match url.authority() {
-        None => Err("expected a host, as in https://HOST/PATH".to_owned()),
-        Some(a) if a.as_str().contains('@') => {
-            Err("credentials in the URL are not sent; use headers".to_owned())
-        }
+        None => Err(UrlError::NoHost),
+        Some(a) if a.as_str().contains('@') => Err(UrlError::Credentials),
         Some(_) => Ok(url),
     }
 }
@@ -50,14 +82,21 @@ pub(super) fn same_origin(a: &Uri, b: &Uri) -> bool {
 /// `reference` (a `Location` or a status URL from the service) resolved against `base`
 /// (RFC 3986 §5.2, by the `url` crate): absolute, `//host/path`, `/path`, `path`,
 /// `?query`; the fragment is dropped. The result must be an http(s) URL with a host.
-pub(super) fn resolve(base: &Uri, reference: &str) -> Result<Uri, String> {
+pub(super) fn resolve(base: &Uri, reference: &str) -> Result<Uri, UrlError> {
     let reference = reference.trim();
-    let base = url::Url::parse(&base.to_string()).map_err(|e| format!("{base}: {e}"))?;
-    let mut joined = base
-        .join(reference)
-        .map_err(|e| format!("{reference:?}: not a URL: {e}"))?;
+    let base = url::Url::parse(&base.to_string()).map_err(|source| UrlError::Base {
+        base: base.clone(),
+        source,
+    })?;
+    let mut joined = base.join(reference).map_err(|source| UrlError::Join {
+        reference: reference.to_owned(),
+        source,
+    })?;
     joined.set_fragment(None);
-    check_url(joined.as_str()).map_err(|why| format!("{reference:?}: {why}"))
+    check_url(joined.as_str()).map_err(|why| UrlError::Unusable {
+        reference: reference.to_owned(),
+        source: Box::new(why),
+    })
 }
 
 #[cfg(test)]
@@ -86,10 +125,15 @@ mod tests {
             ),
         ];
         for (reference, want) in cases {
-            let got = resolve(&base(), reference).map(|u| u.to_string());
+            let got = resolve(&base(), reference)
+                .map(|u| u.to_string())
+                .map_err(|e| e.to_string());
             assert_eq!(got.as_deref(), Ok(want), "{reference}");
         }
-        assert!(resolve(&base(), "ftp://other.test/x").is_err());
+        assert_eq!(
+            resolve(&base(), "ftp://other.test/x").map_err(|e| e.to_string()),
+            Err("\"ftp://other.test/x\": expected an http:// or https:// URL".to_owned())
+        );
         assert!(resolve(&base(), "mailto:a@b.test").is_err());
     }
 

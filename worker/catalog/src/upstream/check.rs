@@ -29,13 +29,30 @@ struct UpstreamFields {
     resources: Option<bool>,
 }
 
+/// What is wrong with the value of one of the fields only `[[upstream]]` takes.
+#[derive(Debug, thiserror::Error)]
+enum UpstreamValueError {
+    /// `command` is not a non-empty list of strings with a program first.
+    #[error("expected a non-empty list of strings")]
+    Command,
+    /// `url` is not a string.
+    #[error("expected a string like \"http://host:port/mcp\"")]
+    Url,
+    /// `tools` names one tool twice.
+    #[error("{0:?} is listed twice")]
+    ListedTwice(String),
+    /// `tools` is neither `["*"]` nor a list of names.
+    #[error("expected [\"*\"] or a non-empty list of tool names")]
+    Tools,
+}
+
 /// `command`: a non-empty list of strings, the program first.
 fn command<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
     fields::checked(d, |v| {
         string_list(v)
             .filter(|a| a.first().is_some_and(|p| !p.is_empty()))
             .map(Some)
-            .ok_or_else(|| "expected a non-empty list of strings".to_owned())
+            .ok_or(UpstreamValueError::Command)
     })
 }
 
@@ -44,7 +61,7 @@ fn url<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Erro
     fields::checked(d, |v| {
         v.as_str()
             .map(|s| Some(s.to_owned()))
-            .ok_or_else(|| "expected a string like \"http://host:port/mcp\"".to_owned())
+            .ok_or(UpstreamValueError::Url)
     })
 }
 
@@ -55,11 +72,11 @@ fn select<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Select>, D::E
         Some(l) if !l.is_empty() && l.iter().all(|n| !n.is_empty() && n != "*") => {
             let mut seen = HashSet::new();
             if let Some(dup) = l.iter().find(|n| !seen.insert(n.as_str())) {
-                return Err(format!("{dup:?} is listed twice"));
+                return Err(UpstreamValueError::ListedTwice(dup.clone()));
             }
             Ok(Some(Select::Names(l)))
         }
-        _ => Err("expected [\"*\"] or a non-empty list of tool names".to_owned()),
+        _ => Err(UpstreamValueError::Tools),
     })
 }
 

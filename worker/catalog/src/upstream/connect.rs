@@ -10,9 +10,10 @@ use mcp_tasks_protocol::tools::Tool as WireTool;
 use serde_json::Value;
 
 use super::list::list_tools;
+use super::provide::ServedError;
 use super::session::{Pool, Session};
 use super::{Claims, Select, Target, Upstream, UpstreamTool, call, provide};
-use crate::schema::check_shape;
+use crate::schema::{SchemaError, check_shape};
 use crate::{FieldError, bad};
 use mcp_tasks_worker::{Provider, Tool, UpstreamAdvert};
 
@@ -21,6 +22,17 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Members of an upstream tool listing passed on to our `tools/list` besides name,
 /// description and schema (not `execution`: how we run it is our policy's business).
 const PASSED_MEMBERS: [&str; 4] = ["title", "annotations", "outputSchema", "icons"];
+
+/// Why one of the upstream's tools cannot be one of ours.
+#[derive(Debug, thiserror::Error)]
+enum UnusableTool {
+    /// Its name, with the prefix (given), is not a tool name.
+    #[error("cannot be listed as {0:?} (1 to 128 characters of A-Z a-z 0-9 _ . -)")]
+    Name(String),
+    /// Its input schema is not an object schema.
+    #[error("its inputSchema: {0}")]
+    Schema(#[source] SchemaError),
+}
 
 /// Whether `name` is a tool name we can list (base-protocol: 1–128 of A-Z a-z 0-9 _ - .).
 fn valid_name(name: &str) -> bool {
@@ -66,14 +78,14 @@ impl Upstream {
             Ok(s) => s,
             Err(e) => {
                 session.close().await;
-                return Err(bad(field, e));
+                return Err(bad(field, e.to_string()));
             }
         };
         if let Some(advert) = &served
-            && let Err((field, why)) = claims.claim(advert)
+            && let Err(e) = claims.claim(advert)
         {
             session.close().await;
-            return Err(bad(field, why));
+            return Err(e);
         }
         let chosen = match self.choose(&listed) {
             Ok(c) => c,
@@ -136,7 +148,7 @@ impl Upstream {
     }
 
     /// With `prompts` or `resources` on: the advert of what the upstream lists.
-    async fn served(&self, session: &Session) -> Result<Option<UpstreamAdvert>, String> {
+    async fn served(&self, session: &Session) -> Result<Option<UpstreamAdvert>, ServedError> {
         if !self.prompts && !self.resources {
             return Ok(None);
         }
@@ -172,14 +184,12 @@ impl Upstream {
 
     /// The selected listings, each with whether the upstream requires a task for it.
     fn choose(&self, listed: &[WireTool]) -> Result<Vec<(WireTool, bool)>, FieldError> {
-        let usable = |t: &WireTool| -> Result<(WireTool, bool), String> {
+        let usable = |t: &WireTool| -> Result<(WireTool, bool), UnusableTool> {
             let ours = format!("{}{}", self.prefix, t.name);
             if !valid_name(&ours) {
-                return Err(format!(
-                    "cannot be listed as {ours:?} (1 to 128 characters of A-Z a-z 0-9 _ . -)"
-                ));
+                return Err(UnusableTool::Name(ours));
             }
-            check_shape(&t.input_schema).map_err(|why| format!("its inputSchema: {why}"))?;
+            check_shape(&t.input_schema).map_err(UnusableTool::Schema)?;
             // Not our schema: the upstream validates its own input, so the tool is kept and
             // the gateway enforces what it can.
             if let Err(why) = mcp_tasks_shared::schema::unenforced(&t.input_schema) {
@@ -264,10 +274,10 @@ mod tests {
             let text = format!("[[upstream]]\nname = \"u\"\ncommand = [\"x\"]\ntools = {tools}\n");
             parse(&text).expect("valid").upstreams.remove(0)
         };
-        let all = entry("[\"*\"]").choose(&listed).ok().expect("chosen");
+        let all = entry("[\"*\"]").choose(&listed).expect("chosen");
         let names: Vec<&str> = all.iter().map(|(t, _)| t.name.as_str()).collect();
         assert_eq!(names, ["loose"]);
-        let named = entry("[\"loose\"]").choose(&listed).ok().expect("chosen");
+        let named = entry("[\"loose\"]").choose(&listed).expect("chosen");
         assert_eq!(named[0].0.input_schema["unevaluatedProperties"], false);
         let refused = entry("[\"odd\"]").choose(&listed).expect_err("refused");
         assert_eq!(

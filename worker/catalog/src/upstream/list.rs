@@ -13,23 +13,39 @@ use super::session::{RpcError, Session};
 const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Every tool the upstream lists.
-pub(super) async fn list_tools(session: &Session) -> Result<Vec<WireTool>, String> {
+pub(super) async fn list_tools(session: &Session) -> Result<Vec<WireTool>, ListError> {
     list_pages(session, "tools/list", "tools")
-        .await
-        .map_err(|e| e.why)?
+        .await?
         .into_iter()
-        .map(|t| {
-            serde_json::from_value(t).map_err(|e| format!("a tool listing does not parse: {e}"))
-        })
+        .map(|t| serde_json::from_value(t).map_err(ListError::Listing))
         .collect()
 }
 
 /// Why an upstream list could not be read.
-#[derive(Debug)]
-pub(super) struct ListError {
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ListError {
+    /// A page got no answer within the limit (in seconds).
+    #[error("no answer within {0}s")]
+    Timeout(u64),
+    /// The request failed (the upstream's error, or the connection closed).
+    #[error(transparent)]
+    Rpc(RpcError),
+    /// The answer lacks its list (the member named).
+    #[error("the answer has no {0} list")]
+    NoList(String),
+    /// The upstream kept returning a cursor.
+    #[error("more than 1000 pages")]
+    TooManyPages,
+    /// An item of `tools/list` is not a tool listing.
+    #[error("a tool listing does not parse: {0}")]
+    Listing(#[source] serde_json::Error),
+}
+
+impl ListError {
     /// The upstream answered -32601: it has no such list.
-    pub(super) not_found: bool,
-    pub(super) why: String,
+    pub(super) fn not_found(&self) -> bool {
+        matches!(self, ListError::Rpc(RpcError::Error(o)) if o.code == METHOD_NOT_FOUND)
+    }
 }
 
 /// Every item of a paged upstream list (`tools/list` → its `tools`), following
@@ -39,10 +55,6 @@ pub(super) async fn list_pages(
     method: &str,
     items: &str,
 ) -> Result<Vec<Value>, ListError> {
-    let fail = |why: String| ListError {
-        not_found: false,
-        why,
-    };
     let mut found = Vec::new();
     let mut cursor: Option<String> = None;
     // Bounded, so a server that always returns a cursor cannot hold the start forever.
@@ -53,13 +65,10 @@ pub(super) async fn list_pages(
         };
         let page = tokio::time::timeout(LIST_TIMEOUT, session.request(method, params))
             .await
-            .map_err(|_| fail(format!("no answer within {}s", LIST_TIMEOUT.as_secs())))?
-            .map_err(|e| ListError {
-                not_found: matches!(&e, RpcError::Error(o) if o.code == METHOD_NOT_FOUND),
-                why: e.to_string(),
-            })?;
+            .map_err(|_| ListError::Timeout(LIST_TIMEOUT.as_secs()))?
+            .map_err(ListError::Rpc)?;
         let Some(Value::Array(list)) = page.get(items) else {
-            return Err(fail(format!("the answer has no {items} list")));
+            return Err(ListError::NoList(items.to_owned()));
         };
         found.extend(list.iter().cloned());
         match page.get("nextCursor").and_then(Value::as_str) {
@@ -67,5 +76,5 @@ pub(super) async fn list_pages(
             _ => return Ok(found),
         }
     }
-    Err(fail("more than 1000 pages".to_owned()))
+    Err(ListError::TooManyPages)
 }

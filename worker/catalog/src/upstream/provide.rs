@@ -12,8 +12,9 @@ use mcp_tasks_worker::UpstreamAdvert;
 use mcp_tasks_worker::{Provider, ProviderFuture};
 use serde_json::Value;
 
-use super::list::list_pages;
+use super::list::{ListError, list_pages};
 use super::session::{Incoming, Pool, RpcError, Session};
+use crate::{FieldError, bad};
 
 /// The methods forwarded, and which switch each needs.
 const PROMPT_METHODS: [&str; 2] = ["prompts/list", "prompts/get"];
@@ -31,41 +32,62 @@ pub(crate) struct Claims {
     resources: HashMap<String, String>,
 }
 
+/// Why an upstream's prompts or resources could not be listed at start.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ServedError {
+    /// The list (the method) could not be read.
+    #[error("{method} failed: {source}")]
+    List {
+        method: &'static str,
+        source: ListError,
+    },
+    /// An item of the list lacks its `member` string.
+    #[error("{method}: an item has no {member} string")]
+    NoMember {
+        method: &'static str,
+        member: &'static str,
+    },
+}
+
 /// Every item of a paged upstream list (`prompts/list` → `prompts`), each item's `member`.
 pub(super) async fn list_all(
     session: &Session,
-    method: &str,
+    method: &'static str,
     items: &str,
-    member: &str,
-) -> Result<Vec<String>, String> {
+    member: &'static str,
+) -> Result<Vec<String>, ServedError> {
     let listed = list_pages(session, method, items)
         .await
-        .map_err(|e| format!("{method} failed: {}", e.why))?;
+        .map_err(|source| ServedError::List { method, source })?;
     members(method, &listed, member)
 }
 
 /// [`list_all`], but an upstream answering -32601 (it has no such list) has none.
 pub(super) async fn list_all_or_none(
     session: &Session,
-    method: &str,
+    method: &'static str,
     items: &str,
-    member: &str,
-) -> Result<Vec<String>, String> {
+    member: &'static str,
+) -> Result<Vec<String>, ServedError> {
     match list_pages(session, method, items).await {
         Ok(listed) => members(method, &listed, member),
-        Err(e) if e.not_found => Ok(Vec::new()),
-        Err(e) => Err(format!("{method} failed: {}", e.why)),
+        Err(e) if e.not_found() => Ok(Vec::new()),
+        Err(source) => Err(ServedError::List { method, source }),
     }
 }
 
-fn members(method: &str, listed: &[Value], member: &str) -> Result<Vec<String>, String> {
+fn members(
+    method: &'static str,
+    listed: &[Value],
+    member: &'static str,
+) -> Result<Vec<String>, ServedError> {
     listed
         .iter()
         .map(|item| {
             item.get(member)
                 .and_then(Value::as_str)
                 .map(str::to_owned)
-                .ok_or_else(|| format!("{method}: an item has no {member} string"))
+                .ok_or(ServedError::NoMember { method, member })
         })
         .collect()
 }
@@ -75,11 +97,11 @@ impl Claims {
     ///
     /// # Errors
     /// The field and a sentence: the name, URI or template an earlier entry has.
-    pub(super) fn claim(&mut self, advert: &UpstreamAdvert) -> Result<(), (&'static str, String)> {
+    pub(super) fn claim(&mut self, advert: &UpstreamAdvert) -> Result<(), FieldError> {
         for name in &advert.prompt_names {
             let ours = format!("{}{name}", advert.prefix);
             if let Some(other) = self.prompts.insert(ours.clone(), advert.name.clone()) {
-                return Err((
+                return Err(bad(
                     "prefix",
                     format!(
                         "the upstream's prompt {name:?} would be listed as {ours:?}, which entry {other:?} already lists; set or change prefix"
@@ -95,7 +117,7 @@ impl Claims {
         );
         for (kind, uri) in claimed {
             if let Some(other) = self.resources.insert(uri.clone(), advert.name.clone()) {
-                return Err((
+                return Err(bad(
                     "resources",
                     format!(
                         "the upstream's {kind} {uri:?} is also served by entry {other:?}; a URI may have one upstream only"
@@ -236,16 +258,18 @@ mod tests {
             .expect("first");
         c.claim(&advert("b", "b_", &["p"], &["x://2"]))
             .expect("prefixed apart");
-        let (field, why) = c.claim(&advert("c", "", &["p"], &[])).expect_err("clash");
-        assert_eq!(field, "prefix");
-        assert!(why.contains("entry \"a\""), "{why}");
-        let (field, why) = c
+        let e = c.claim(&advert("c", "", &["p"], &[])).expect_err("clash");
+        assert_eq!(e.field, "prefix");
+        assert!(e.problem.contains("entry \"a\""), "{}", e.problem);
+        let e = c
             .claim(&advert("d", "d_", &[], &["x://2"]))
             .expect_err("clash");
-        assert_eq!(field, "resources");
+        assert_eq!(e.field, "resources");
         assert!(
-            why.contains("\"x://2\" is also served by entry \"b\""),
-            "{why}"
+            e.problem
+                .contains("\"x://2\" is also served by entry \"b\""),
+            "{}",
+            e.problem
         );
     }
 }

@@ -48,25 +48,41 @@ pub(super) enum Incoming {
 }
 
 /// Why a request got no result.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(super) enum RpcError {
     /// The server answered with a JSON-RPC error.
+    #[error("error {}: {}", .0.code, .0.message)]
     Error(ErrorObject),
     /// The connection went away after the request was written: the server may have
     /// received it (the reason, for the message).
+    #[error("connection closed: {0}")]
     Closed(String),
     /// The connection was gone before the request was written: the server never saw it.
+    #[error("connection closed before sending: {0}")]
     Unsent(String),
 }
 
-impl std::fmt::Display for RpcError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RpcError::Error(e) => write!(f, "error {}: {}", e.code, e.message),
-            RpcError::Closed(why) => write!(f, "connection closed: {why}"),
-            RpcError::Unsent(why) => write!(f, "connection closed before sending: {why}"),
-        }
-    }
+/// Why a session with an upstream could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum UpstreamError {
+    /// The stdio server could not be started.
+    #[error(transparent)]
+    Stdio(#[from] stdio::StdioError),
+    /// The Streamable HTTP transport could not be made.
+    #[error(transparent)]
+    Http(#[from] streamable::HttpError),
+    /// `initialize` got no answer within the limit (in seconds).
+    #[error("no answer to initialize within {0}s")]
+    InitTimeout(u64),
+    /// `initialize` got an error or the connection closed.
+    #[error("initialize failed: {0}")]
+    Initialize(#[source] RpcError),
+    /// The server answered with a protocol version we do not speak.
+    #[error(
+        "the server answered initialize with protocol version {0:?}; this worker speaks {spoken}",
+        spoken = SPOKEN_VERSIONS.join(", ")
+    )]
+    Version(String),
 }
 
 type Reply = Result<Value, ErrorObject>;
@@ -223,7 +239,7 @@ pub(super) struct Session {
 
 impl Session {
     /// Start the transport and run the `initialize` handshake, within `limit`.
-    pub(super) async fn open(target: &Target, limit: Duration) -> Result<Session, String> {
+    pub(super) async fn open(target: &Target, limit: Duration) -> Result<Session, UpstreamError> {
         let (core, events) = Core::new();
         let link = match target {
             Target::Command { argv, env, cwd } => Link::Stdio(stdio::Stdio::start(
@@ -248,15 +264,12 @@ impl Session {
             }
             Err(_) => {
                 session.close().await;
-                Err(format!(
-                    "no answer to initialize within {}s",
-                    limit.as_secs()
-                ))
+                Err(UpstreamError::InitTimeout(limit.as_secs()))
             }
         }
     }
 
-    async fn initialize(&self) -> Result<(), String> {
+    async fn initialize(&self) -> Result<(), UpstreamError> {
         let params = json!({
             "protocolVersion": ASKED_VERSION,
             // All three are forwarded to our own client as input requests.
@@ -266,17 +279,13 @@ impl Session {
         let result = self
             .request("initialize", params)
             .await
-            .map_err(|e| format!("initialize failed: {e}"))?;
+            .map_err(UpstreamError::Initialize)?;
         let version = result
             .get("protocolVersion")
             .and_then(Value::as_str)
             .unwrap_or_default();
         if !SPOKEN_VERSIONS.contains(&version) {
-            return Err(format!(
-                "the server answered initialize with protocol version {version:?}; \
-                 this worker speaks {}",
-                SPOKEN_VERSIONS.join(", ")
-            ));
+            return Err(UpstreamError::Version(version.to_owned()));
         }
         if let Link::Http(h) = &self.link {
             h.set_version(version);
@@ -385,7 +394,7 @@ impl Pool {
     ///
     /// # Errors
     /// A new session could not be started or initialized.
-    pub(super) async fn lease(self: &Arc<Self>) -> Result<Lease, String> {
+    pub(super) async fn lease(self: &Arc<Self>) -> Result<Lease, UpstreamError> {
         loop {
             let next = self.idle.lock().ok().and_then(|mut idle| idle.pop());
             match next {
@@ -460,6 +469,15 @@ impl Drop for Lease {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unspoken_version_names_those_spoken() {
+        assert_eq!(
+            UpstreamError::Version("1999-01-01".to_owned()).to_string(),
+            "the server answered initialize with protocol version \"1999-01-01\"; \
+             this worker speaks 2025-11-25, 2025-06-18, 2025-03-26"
+        );
+    }
 
     #[test]
     fn dispatch_routes_answers_pings_and_what_the_server_asks() {

@@ -21,6 +21,20 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// Lines of stderr kept to explain an exit.
 const STDERR_LINES: usize = 3;
 
+/// Why a stdio upstream could not be started.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum StdioError {
+    /// The program could not be started.
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+    /// The child came without its stdin, stdout or stderr.
+    #[error("the process has no pipes")]
+    NoPipes,
+}
+
 /// A running stdio upstream. Dropped before [`Stdio::stop`] ended it (the worker exits
 /// with sessions open), it sends SIGTERM to the process group: a server need not exit at
 /// end of input while it has work pending, and must not outlive the worker.
@@ -37,7 +51,7 @@ impl Stdio {
         env: &[String],
         cwd: Option<&Path>,
         core: Arc<Core>,
-    ) -> Result<Stdio, String> {
+    ) -> Result<Stdio, StdioError> {
         let mut cmd = tokio::process::Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .env_clear()
@@ -57,14 +71,15 @@ impl Stdio {
         if let Some(dir) = cwd {
             cmd.current_dir(dir);
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", argv[0]))?;
+        let mut child = cmd.spawn().map_err(|source| StdioError::Spawn {
+            program: argv[0].clone(),
+            source,
+        })?;
         let pgid = child.id();
         let (Some(mut stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
-            return Err("the process has no pipes".to_owned());
+            return Err(StdioError::NoPipes);
         };
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
         tokio::spawn(async move {

@@ -23,6 +23,56 @@ use mcp_tasks_shared::web;
 /// Largest JSON body read from the upstream.
 const MAX_BODY: usize = 16 << 20;
 
+/// Why a message to a Streamable HTTP upstream failed, or its transport could not be made.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum HttpError {
+    /// The entry's `url` is not a URI.
+    #[error("bad url {url}: {source}")]
+    BadUrl {
+        url: String,
+        source: hyper::http::uri::InvalidUri,
+    },
+    /// TLS could not be set up.
+    #[error(transparent)]
+    Tls(#[from] web::TlsSetup),
+    /// The request could not be built.
+    #[error(transparent)]
+    Request(#[from] hyper::http::Error),
+    /// The POST got no answer (the client's error, boxed: its type is hyper-util's).
+    #[error("POST {url}: {source}")]
+    Post {
+        url: hyper::Uri,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// HTTP 404 on a session we had: the server forgot it.
+    #[error("the upstream ended the session (HTTP 404)")]
+    SessionEnded,
+    /// Another unsuccessful status, with the start of its body.
+    #[error("HTTP {status}: {body}")]
+    Status {
+        status: hyper::StatusCode,
+        body: String,
+    },
+    /// A JSON answer that does not parse.
+    #[error("the upstream answered with JSON that does not parse: {0}")]
+    Json(#[source] serde_json::Error),
+    /// The SSE body broke off.
+    #[error("the event stream broke: {0}")]
+    StreamBroke(#[source] hyper::Error),
+    /// One SSE event over [`MAX_BODY`].
+    #[error("an event from the upstream is too large")]
+    EventTooLarge,
+    /// A JSON body over [`MAX_BODY`].
+    #[error("cannot read the upstream's answer: length limit exceeded")]
+    BodyTooLong,
+    /// A JSON body that broke off.
+    #[error("cannot read the upstream's answer: {0}")]
+    Body(#[source] hyper::Error),
+    /// The answer to a request ended without its response.
+    #[error("the upstream's answer ended without a response")]
+    NoResponse,
+}
+
 /// A Streamable HTTP upstream. Cheap to clone.
 #[derive(Clone)]
 pub(super) struct Http {
@@ -39,12 +89,15 @@ struct Inner {
 
 impl Http {
     /// A transport for `url` feeding `core`; nothing is sent yet.
-    pub(super) fn new(url: &str, core: Arc<Core>) -> Result<Http, String> {
-        let url: hyper::Uri = url.parse().map_err(|e| format!("bad url {url}: {e}"))?;
+    pub(super) fn new(url: &str, core: Arc<Core>) -> Result<Http, HttpError> {
+        let url: hyper::Uri = url.parse().map_err(|source| HttpError::BadUrl {
+            url: url.to_owned(),
+            source,
+        })?;
         Ok(Http {
             inner: Arc::new(Inner {
                 url,
-                client: web::client().map_err(|e| e.to_string())?,
+                client: web::client()?,
                 session_id: Mutex::default(),
                 version: Mutex::default(),
                 core,
@@ -59,7 +112,7 @@ impl Http {
         }
     }
 
-    fn request(&self, method: &str, body: Bytes) -> Result<hyper::Request<Full<Bytes>>, String> {
+    fn request(&self, method: &str, body: Bytes) -> Result<hyper::Request<Full<Bytes>>, HttpError> {
         let mut req = hyper::Request::builder()
             .method(method)
             .uri(self.inner.url.clone())
@@ -71,7 +124,7 @@ impl Http {
         if let Some(v) = self.inner.version.lock().ok().and_then(|s| s.clone()) {
             req = req.header("mcp-protocol-version", v);
         }
-        req.body(Full::new(body)).map_err(|e| e.to_string())
+        Ok(req.body(Full::new(body))?)
     }
 
     /// Send one message. A request's answer is read in the background (so a long call
@@ -88,12 +141,10 @@ impl Http {
             let outcome = this.exchange(body).await;
             if let Some(id) = request_id {
                 // A no-op when the answer came; otherwise the caller would wait forever.
-                let why = outcome
-                    .err()
-                    .unwrap_or_else(|| "the upstream's answer ended without a response".to_owned());
+                let why = outcome.err().unwrap_or(HttpError::NoResponse);
                 this.inner
                     .core
-                    .fail(id, ErrorObject::new(INTERNAL_ERROR, why));
+                    .fail(id, ErrorObject::new(INTERNAL_ERROR, why.to_string()));
             }
         };
         if request_id.is_some() {
@@ -104,14 +155,17 @@ impl Http {
     }
 
     /// POST `body` and route what comes back.
-    async fn exchange(&self, body: Bytes) -> Result<(), String> {
+    async fn exchange(&self, body: Bytes) -> Result<(), HttpError> {
         let req = self.request("POST", body)?;
         let res = self
             .inner
             .client
             .request(req)
             .await
-            .map_err(|e| format!("POST {}: {e}", self.inner.url))?;
+            .map_err(|e| HttpError::Post {
+                url: self.inner.url.clone(),
+                source: Box::new(e),
+            })?;
         let status = res.status();
         if let Some(id) = res
             .headers()
@@ -125,15 +179,16 @@ impl Http {
         if status == hyper::StatusCode::NOT_FOUND
             && self.inner.session_id.lock().is_ok_and(|s| s.is_some())
         {
-            self.inner
-                .core
-                .close("the upstream ended the session (HTTP 404)");
-            return Err("the upstream ended the session (HTTP 404)".to_owned());
+            self.inner.core.close(HttpError::SessionEnded.to_string());
+            return Err(HttpError::SessionEnded);
         }
         if !status.is_success() {
             let text = read_all(res.into_body()).await.unwrap_or_default();
             let text: String = String::from_utf8_lossy(&text).chars().take(200).collect();
-            return Err(format!("HTTP {status}: {}", text.trim()));
+            return Err(HttpError::Status {
+                status,
+                body: text.trim().to_owned(),
+            });
         }
         let sse = res
             .headers()
@@ -149,8 +204,7 @@ impl Http {
             if bytes.iter().all(u8::is_ascii_whitespace) {
                 return Ok(());
             }
-            let value: Value = serde_json::from_slice(&bytes)
-                .map_err(|e| format!("the upstream answered with JSON that does not parse: {e}"))?;
+            let value: Value = serde_json::from_slice(&bytes).map_err(HttpError::Json)?;
             match value {
                 Value::Array(list) => list.into_iter().for_each(|m| self.route(m)),
                 one => self.route(one),
@@ -160,10 +214,10 @@ impl Http {
     }
 
     /// Read an SSE body, routing each event's JSON as it arrives.
-    async fn read_events(&self, mut body: Incoming) -> Result<(), String> {
+    async fn read_events(&self, mut body: Incoming) -> Result<(), HttpError> {
         let mut events = SseDecoder::new();
         while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| format!("the event stream broke: {e}"))?;
+            let frame = frame.map_err(HttpError::StreamBroke)?;
             let Ok(chunk) = frame.into_data() else {
                 continue;
             };
@@ -174,7 +228,7 @@ impl Http {
                 }
             }
             if events.buffered() > MAX_BODY {
-                return Err("an event from the upstream is too large".to_owned());
+                return Err(HttpError::EventTooLarge);
             }
         }
         Ok(())
@@ -206,10 +260,10 @@ impl Http {
 }
 
 /// The whole body, at most [`MAX_BODY`] bytes.
-async fn read_all(body: Incoming) -> Result<Vec<u8>, String> {
+async fn read_all(body: Incoming) -> Result<Vec<u8>, HttpError> {
     match web::read_bounded(body, MAX_BODY).await {
         Ok((bytes, false)) => Ok(bytes),
-        Ok((_, true)) => Err("cannot read the upstream's answer: length limit exceeded".to_owned()),
-        Err(e) => Err(format!("cannot read the upstream's answer: {e}")),
+        Ok((_, true)) => Err(HttpError::BodyTooLong),
+        Err(e) => Err(HttpError::Body(e)),
     }
 }

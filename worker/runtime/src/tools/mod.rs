@@ -29,15 +29,31 @@ pub(crate) fn str_arg<'a>(args: &'a Value, name: &str) -> &'a str {
     args.get(name).and_then(Value::as_str).unwrap_or_default()
 }
 
+/// Why an elicitation answer carries no accepted content (the text is the tool's error).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NotAccepted {
+    /// `accept` without a `content` object.
+    #[error("the answer was accepted but carried no content")]
+    NoContent,
+    /// `decline`, `cancel` or another action.
+    #[error("the user chose {0}")]
+    Chose(String),
+    /// No `action` string at all.
+    #[error("the answer has no action")]
+    NoAction,
+}
+
 /// The `content` of an accepted elicitation answer, or why there is none.
-pub(crate) fn accepted_content(answer: &Value) -> Result<&serde_json::Map<String, Value>, String> {
+pub(crate) fn accepted_content(
+    answer: &Value,
+) -> Result<&serde_json::Map<String, Value>, NotAccepted> {
     match answer.get("action").and_then(Value::as_str) {
         Some("accept") => answer
             .get("content")
             .and_then(Value::as_object)
-            .ok_or_else(|| "the answer was accepted but carried no content".to_owned()),
-        Some(other) => Err(format!("the user chose {other}")),
-        None => Err("the answer has no action".to_owned()),
+            .ok_or(NotAccepted::NoContent),
+        Some(other) => Err(NotAccepted::Chose(other.to_owned())),
+        None => Err(NotAccepted::NoAction),
     }
 }
 
