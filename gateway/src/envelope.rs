@@ -1,26 +1,26 @@
 //! From body bytes to a checked request: JSON, the JSON-RPC envelope (B-02, B-03), the
 //! required `_meta` fields (B-06), the version header (B-18, B-19), the method and name
 //! headers (B-20, B-21, T-40, T-41), in the order base-protocol.md §7.5 suggests, and the
-//! method's typed params.
+//! method's typed params. Here: the request types and those checks; `envelope/scan.rs`
+//! reads the body's members in one serde pass.
 
-use std::borrow::Cow;
-use std::fmt;
+mod scan;
 
 use mcp_tasks_protocol::PROTOCOL_VERSION;
 use mcp_tasks_protocol::jsonrpc::Id;
 use mcp_tasks_protocol::legacy::InitializeParams;
-use mcp_tasks_protocol::meta::{CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY, TRACEPARENT_KEY};
+use mcp_tasks_protocol::meta::{
+    CLIENT_CAPABILITIES_KEY, IDEMPOTENCY_KEY, PROTOCOL_VERSION_KEY, TRACEPARENT_KEY,
+};
 use mcp_tasks_protocol::method::Method;
 use mcp_tasks_protocol::params::{
     self, CallToolParams, CancelTaskParams, GetPromptParams, GetTaskParams, ListPageParams,
     ListToolsParams, ListenParams, META, Member, ReadResourceParams, UpdateTaskParams,
 };
-use serde::de::{
-    Deserialize, DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
-    Visitor,
-};
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use self::scan::{Members, Slot};
 use crate::error::DispatchError;
 use crate::headers::{HeaderValueError, Routing, RoutingHeader};
 
@@ -148,364 +148,204 @@ impl Params {
 /// An error together with the request id, when it could be read.
 pub(crate) type Rejection = (Option<Id>, DispatchError);
 
-/// The body in one pass: the members of the request object, of its `params` and of their
-/// `_meta`. The members the gateway reads are built as they are scanned; the others
-/// (`clientInfo`, unknown `_meta` keys, `result`) are scanned and dropped
-/// ([`Level::Unread`]), so they cost no tree of maps: building the whole body as a `Value`
-/// was a fifth of the gateway's instructions per request. serde_json's nesting limit holds
-/// over the whole body either way.
-enum Top<'a> {
-    Object(Members<'a>),
-    Array,
-    Other,
-}
-
-/// An object's members in order, each name unescaped. A repeated name keeps its last value
-/// on lookup, as `Value` parsing does.
-struct Members<'a>(Vec<(Cow<'a, str>, Slot<'a>)>);
-
-/// A member's value: built; for the nested member on the way to `_meta` (see [`Level`]) its
-/// own members, or that it was not an object; or, for a member that is not read, only that
-/// it was sent.
-enum Slot<'a> {
-    Value(Value),
-    Object(Members<'a>),
-    NotObject,
-    Skipped,
-}
-
-impl<'a> Members<'a> {
-    fn slot(&self, name: &str) -> Option<&Slot<'a>> {
-        self.0.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v)
-    }
-
-    /// A member's value (`None`: not sent).
-    fn value(&self, name: &str) -> Option<&Value> {
-        match self.slot(name) {
-            Some(Slot::Value(v)) => Some(v),
-            _ => None,
-        }
-    }
-
-    /// A member, taken out (a repeated name: the last, and the others are dropped too, so
-    /// none of them is read again).
-    fn take_slot(&mut self, name: &str) -> Option<Slot<'a>> {
-        let mut taken = None;
-        self.0.retain_mut(|(k, slot)| {
-            if k != name {
-                return true;
-            }
-            taken = Some(std::mem::replace(slot, Slot::Skipped));
-            false
-        });
-        taken
-    }
-
-    /// A member's value, taken out (`None`: not sent, or not a built value).
-    fn take(&mut self, name: &str) -> Option<Value> {
-        match self.take_slot(name)? {
-            Slot::Value(v) => Some(v),
-            _ => None,
-        }
-    }
-
-    /// The built members as a map (a repeated name keeps its first place and last value, as
-    /// `Value` parsing does): `params` without `_meta`.
-    fn into_map(self) -> Map<String, Value> {
-        let mut map = Map::with_capacity(self.0.len());
-        for (name, slot) in self.0 {
-            if let Slot::Value(v) = slot {
-                map.insert(name.into_owned(), v);
-            }
-        }
-        map
-    }
-}
-
-/// Where in the body a value is, and so which of an object's members are built, which is
-/// read member by member (`params` in the request, `_meta` in `params`), and which are
-/// only scanned (`Unread`). An unread value is visited, not skipped as raw text, so serde's
-/// nesting limit, number range and escape checks hold in it: a body nested too deep, with
-/// a number no float holds or a lone surrogate anywhere stays a parse error (-32700).
-#[derive(Clone, Copy, PartialEq)]
-enum Level {
-    Request,
-    Params,
-    Meta,
-    Unread,
-}
-
-impl Level {
-    /// The member read member by member, and its level.
-    fn nested(self) -> Option<(&'static str, Level)> {
-        match self {
-            Level::Request => Some(("params", Level::Params)),
-            Level::Params => Some((META, Level::Meta)),
-            Level::Meta | Level::Unread => None,
-        }
-    }
-
-    /// Whether a member is built to be read (every member of `params`: they are its typed
-    /// params).
-    fn keeps(self, name: &str) -> bool {
-        match self {
-            Level::Request => matches!(name, "id" | "jsonrpc" | "method"),
-            Level::Params => true,
-            Level::Meta => {
-                name == PROTOCOL_VERSION_KEY
-                    || name == CLIENT_CAPABILITIES_KEY
-                    || name == TRACEPARENT_KEY
-            }
-            Level::Unread => false,
-        }
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Level {
-    type Value = Top<'de>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Top<'de>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Level {
-    type Value = Top<'de>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top<'de>, A::Error> {
-        if self == Level::Unread {
-            while map.next_key::<IgnoredAny>()?.is_some() {
-                map.next_value_seed(Level::Unread)?;
-            }
-            return Ok(Top::Object(Members(Vec::new())));
-        }
-        let mut members = Vec::with_capacity(map.size_hint().unwrap_or(4));
-        while let Some(Name(name)) = map.next_key()? {
-            let slot = match self.nested() {
-                Some((nested, level)) if name == nested => match map.next_value_seed(level)? {
-                    Top::Object(m) => Slot::Object(m),
-                    Top::Array | Top::Other => Slot::NotObject,
-                },
-                _ if self.keeps(&name) => Slot::Value(map.next_value()?),
-                _ => {
-                    map.next_value_seed(Level::Unread)?;
-                    Slot::Skipped
-                }
-            };
-            members.push((name, slot));
-        }
-        Ok(Top::Object(Members(members)))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Top<'de>, A::Error> {
-        while seq.next_element_seed(Level::Unread)?.is_some() {}
-        Ok(Top::Array)
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Top<'de>, E> {
-        Ok(Top::Other)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Top<'de>, E> {
-        Ok(Top::Other)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Top<'de>, E> {
-        Ok(Top::Other)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Top<'de>, E> {
-        Ok(Top::Other)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Top<'de>, E> {
-        Ok(Top::Other)
-    }
-    fn visit_unit<E>(self) -> Result<Top<'de>, E> {
-        Ok(Top::Other)
-    }
-}
-
-/// A member name, borrowed from the body unless it holds escapes.
-struct Name<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Name<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> Visitor<'de> for Visit {
-            type Value = Name<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a member name")
-            }
-            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Name<'de>, E> {
-                Ok(Name(Cow::Borrowed(s)))
-            }
-            fn visit_str<E>(self, s: &str) -> Result<Name<'de>, E> {
-                Ok(Name(Cow::Owned(s.to_owned())))
-            }
-        }
-        d.deserialize_str(Visit)
-    }
-}
-
 /// Parse and check a POST body against its routing headers.
 ///
 /// # Errors
 /// The first check that fails, with the id when it was readable.
 pub(crate) fn parse(body: &[u8], routing: &Routing) -> Result<Body, Rejection> {
     let unparsed = |e: DispatchError| (None, e);
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let top = Level::Request
-        .deserialize(&mut de)
-        .and_then(|top| de.end().map(|()| top))
-        .map_err(|e| unparsed(DispatchError::Parse(e.to_string())))?;
-    let mut obj = match top {
-        Top::Object(obj) => obj,
-        Top::Array => {
-            return Err(unparsed(DispatchError::InvalidRequest(
-                "batches are not supported".into(),
-            )));
-        }
-        Top::Other => {
-            return Err(unparsed(DispatchError::InvalidRequest(
-                "the body must be a JSON-RPC request object".into(),
-            )));
-        }
-    };
-    let id = match obj.take("id") {
-        None => None,
-        Some(Value::Null) => {
-            return Err(unparsed(DispatchError::InvalidRequest(
-                "id must not be null".into(),
-            )));
-        }
-        Some(v) => Some(
-            serde_json::from_value::<Id>(v)
-                .ok()
-                .filter(Id::is_valid)
-                .ok_or_else(|| {
-                    unparsed(DispatchError::InvalidRequest(
-                        "id must be a string or an integer".into(),
-                    ))
-                })?,
-        ),
-    };
-    let reject = |e: DispatchError| (id.clone(), e);
-    if obj.value("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(reject(DispatchError::InvalidRequest(
-            "jsonrpc must be \"2.0\"".into(),
-        )));
-    }
-    let method_name = match obj.take("method") {
-        Some(Value::String(m)) => m,
-        Some(_) => {
-            return Err(reject(DispatchError::InvalidRequest(
-                "method must be a string".into(),
-            )));
-        }
-        None if obj.slot("result").is_some() || obj.slot("error").is_some() => {
-            return Err(reject(DispatchError::InvalidRequest(
-                "clients do not send responses to this server".into(),
-            )));
-        }
-        None => {
-            return Err(reject(DispatchError::InvalidRequest(
-                "method is missing".into(),
-            )));
-        }
-    };
-    let mut raw_params = match obj.take_slot("params") {
-        None => Members(Vec::new()),
-        Some(Slot::Object(params)) => params,
-        Some(_) => {
-            return Err(reject(DispatchError::InvalidRequest(
-                "params must be an object".into(),
-            )));
-        }
-    };
+    let mut obj = scan::request_members(body).map_err(unparsed)?;
+    let id = take_id(&mut obj).map_err(unparsed)?;
+    let Envelope {
+        method_name,
+        params: mut raw_params,
+    } = Envelope::read(obj).map_err(|e| (id.clone(), e))?;
     let Some(id) = id else {
         return Ok(Body::Notification);
     };
     let reject = |e: DispatchError| (Some(id.clone()), e);
     let method = Method::from_name(&method_name);
-
-    // A 2025-era client opens with `initialize` and no 2026 `_meta`: a session starts.
-    let meta = match raw_params.take_slot(META) {
-        None => None,
-        Some(Slot::Object(m)) => Some(Ok(m)),
-        Some(_) => Some(Err(())),
-    };
-    let says_2026 = matches!(&routing.protocol_version, Some(Ok(v)) if v == PROTOCOL_VERSION);
-    if method == Some(Method::Initialize)
-        && !says_2026
-        && !matches!(&meta, Some(Ok(m)) if m.slot(PROTOCOL_VERSION_KEY).is_some())
-    {
+    let meta = raw_params.take_slot(META);
+    if starts_a_session(method, routing, meta.as_ref()) {
         let params = typed(raw_params.into_map()).map_err(reject)?;
         return Ok(Body::Initialize { id, params });
     }
     // `_meta` before the version header, so a missing field is -32602 (B-06).
-    let mut meta = match meta {
-        Some(Ok(m)) => m,
-        Some(Err(())) => return Err(reject(DispatchError::BadMeta("params._meta must be an object".into()))),
-        None => return Err(reject(DispatchError::BadMeta("params._meta is missing; every request carries io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities".into()))),
-    };
-    let Some(Value::String(body_version)) = meta.take(PROTOCOL_VERSION_KEY) else {
-        return Err(reject(DispatchError::BadMeta(format!(
-            "params._meta[\"{PROTOCOL_VERSION_KEY}\"] must be a string"
-        ))));
-    };
-    let Some(capabilities @ Value::Object(_)) = meta.take(CLIENT_CAPABILITIES_KEY) else {
-        return Err(reject(DispatchError::BadMeta(format!(
-            "params._meta[\"{CLIENT_CAPABILITIES_KEY}\"] must be an object"
-        ))));
-    };
-    let header_version =
-        required_header(&routing.protocol_version, "MCP-Protocol-Version").map_err(reject)?;
-    if header_version != body_version {
-        return Err(reject(DispatchError::HeaderMismatch(format!(
-            "MCP-Protocol-Version header value '{header_version}' does not match the body's protocol version '{body_version}'"
-        ))));
-    }
-    if body_version != PROTOCOL_VERSION {
-        return Err(reject(DispatchError::UnsupportedVersion {
-            requested: body_version,
-        }));
-    }
-    let header_method = required_header(&routing.method, "Mcp-Method").map_err(reject)?;
-    if header_method != method_name {
-        return Err(reject(DispatchError::HeaderMismatch(format!(
-            "Mcp-Method header value '{header_method}' does not match method '{method_name}'"
-        ))));
-    }
-    // Unknown and removed methods first, whatever their other headers (T-41).
-    let Some(method) = method.filter(|m| m.in_2026()) else {
-        return Err(reject(DispatchError::MethodNotFound(method_name)));
-    };
+    let meta = RequiredMeta::read(meta).map_err(reject)?;
+    check_version(routing, meta.protocol_version).map_err(reject)?;
+    let method = check_method(routing, method_name, method).map_err(reject)?;
     let params = Params::parse(method, raw_params.into_map()).map_err(reject)?;
-    if let Some((field, body_name)) = params.routing_name() {
-        let Some(body_name) = body_name.valid() else {
-            return Err(reject(DispatchError::InvalidParams(format!(
-                "params.{field} must be a string"
-            ))));
-        };
-        let header_name = required_header(&routing.name, "Mcp-Name").map_err(reject)?;
-        if header_name != *body_name {
-            return Err(reject(DispatchError::HeaderMismatch(format!(
-                "Mcp-Name header value '{header_name}' does not match params.{field} '{body_name}'"
-            ))));
-        }
-    }
-    // The `_meta` members the gateway reads later; the rest (clientInfo, unknown keys) were
-    // not built.
-    let mut kept = Map::with_capacity(2);
-    kept.insert(CLIENT_CAPABILITIES_KEY.to_owned(), capabilities);
-    if let Some(traceparent) = meta.take(TRACEPARENT_KEY) {
-        kept.insert(TRACEPARENT_KEY.to_owned(), traceparent);
-    }
+    check_name(routing, &params).map_err(reject)?;
     Ok(Body::Request(
         Request {
             id,
             method,
-            meta: kept,
+            meta: meta.read_later,
             owner: String::new(),
         },
         params,
     ))
+}
+
+/// The request id: `None` for a notification; never `null` (B-03).
+fn take_id(obj: &mut Members<'_>) -> Result<Option<Id>, DispatchError> {
+    match obj.take("id") {
+        None => Ok(None),
+        Some(Value::Null) => Err(DispatchError::InvalidRequest("id must not be null".into())),
+        Some(v) => serde_json::from_value::<Id>(v)
+            .ok()
+            .filter(Id::is_valid)
+            .map(Some)
+            .ok_or_else(|| {
+                DispatchError::InvalidRequest("id must be a string or an integer".into())
+            }),
+    }
+}
+
+/// The JSON-RPC envelope of a request or notification, once `jsonrpc` was checked (B-03).
+struct Envelope<'a> {
+    /// `method`, as sent.
+    method_name: String,
+    /// The members of `params` (none when it was not sent), `_meta` among them.
+    params: Members<'a>,
+}
+
+impl<'a> Envelope<'a> {
+    fn read(mut obj: Members<'a>) -> Result<Envelope<'a>, DispatchError> {
+        if obj.value("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Err(DispatchError::InvalidRequest(
+                "jsonrpc must be \"2.0\"".into(),
+            ));
+        }
+        let method_name = match obj.take("method") {
+            Some(Value::String(m)) => m,
+            Some(_) => {
+                return Err(DispatchError::InvalidRequest(
+                    "method must be a string".into(),
+                ));
+            }
+            None if obj.slot("result").is_some() || obj.slot("error").is_some() => {
+                return Err(DispatchError::InvalidRequest(
+                    "clients do not send responses to this server".into(),
+                ));
+            }
+            None => return Err(DispatchError::InvalidRequest("method is missing".into())),
+        };
+        let params = match obj.take_slot("params") {
+            None => Members::default(),
+            Some(Slot::Object(params)) => params,
+            Some(_) => {
+                return Err(DispatchError::InvalidRequest(
+                    "params must be an object".into(),
+                ));
+            }
+        };
+        Ok(Envelope {
+            method_name,
+            params,
+        })
+    }
+}
+
+/// A 2025-era client opens with `initialize` and no 2026 `_meta` version: a session starts.
+fn starts_a_session(method: Option<Method>, routing: &Routing, meta: Option<&Slot<'_>>) -> bool {
+    let says_2026 = matches!(&routing.protocol_version, Some(Ok(v)) if v == PROTOCOL_VERSION);
+    method == Some(Method::Initialize)
+        && !says_2026
+        && !matches!(meta, Some(Slot::Object(m)) if m.slot(PROTOCOL_VERSION_KEY).is_some())
+}
+
+/// The `_meta` fields every 2026-07-28 request carries (B-06).
+struct RequiredMeta {
+    /// `io.modelcontextprotocol/protocolVersion`.
+    protocol_version: String,
+    /// The `_meta` members the gateway reads later (`clientCapabilities`, `traceparent`);
+    /// the rest (clientInfo, unknown keys) were not built.
+    read_later: Map<String, Value>,
+}
+
+impl RequiredMeta {
+    fn read(meta: Option<Slot<'_>>) -> Result<RequiredMeta, DispatchError> {
+        let mut meta = match meta {
+            Some(Slot::Object(m)) => m,
+            Some(_) => return Err(DispatchError::BadMeta("params._meta must be an object".into())),
+            None => return Err(DispatchError::BadMeta("params._meta is missing; every request carries io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities".into())),
+        };
+        let Some(Value::String(protocol_version)) = meta.take(PROTOCOL_VERSION_KEY) else {
+            return Err(DispatchError::BadMeta(format!(
+                "params._meta[\"{PROTOCOL_VERSION_KEY}\"] must be a string"
+            )));
+        };
+        let Some(capabilities @ Value::Object(_)) = meta.take(CLIENT_CAPABILITIES_KEY) else {
+            return Err(DispatchError::BadMeta(format!(
+                "params._meta[\"{CLIENT_CAPABILITIES_KEY}\"] must be an object"
+            )));
+        };
+        let mut read_later = Map::with_capacity(2);
+        read_later.insert(CLIENT_CAPABILITIES_KEY.to_owned(), capabilities);
+        for later in [TRACEPARENT_KEY, IDEMPOTENCY_KEY] {
+            if let Some(v) = meta.take(later) {
+                read_later.insert(later.to_owned(), v);
+            }
+        }
+        Ok(RequiredMeta {
+            protocol_version,
+            read_later,
+        })
+    }
+}
+
+/// B-18, B-19: `MCP-Protocol-Version` equals the body's version, and this server speaks it.
+fn check_version(routing: &Routing, body_version: String) -> Result<(), DispatchError> {
+    let header_version = required_header(&routing.protocol_version, "MCP-Protocol-Version")?;
+    if header_version != body_version {
+        return Err(DispatchError::HeaderMismatch(format!(
+            "MCP-Protocol-Version header value '{header_version}' does not match the body's protocol version '{body_version}'"
+        )));
+    }
+    if body_version != PROTOCOL_VERSION {
+        return Err(DispatchError::UnsupportedVersion {
+            requested: body_version,
+        });
+    }
+    Ok(())
+}
+
+/// B-20: `Mcp-Method` equals the body's method; then the method must be one of 2026-07-28.
+fn check_method(
+    routing: &Routing,
+    method_name: String,
+    method: Option<Method>,
+) -> Result<Method, DispatchError> {
+    let header_method = required_header(&routing.method, "Mcp-Method")?;
+    if header_method != method_name {
+        return Err(DispatchError::HeaderMismatch(format!(
+            "Mcp-Method header value '{header_method}' does not match method '{method_name}'"
+        )));
+    }
+    // Unknown and removed methods first, whatever their other headers (T-41).
+    method
+        .filter(|m| m.in_2026())
+        .ok_or(DispatchError::MethodNotFound(method_name))
+}
+
+/// T-40, B-21: `Mcp-Name` equals the params member it names, for the methods that have one.
+fn check_name(routing: &Routing, params: &Params) -> Result<(), DispatchError> {
+    let Some((field, body_name)) = params.routing_name() else {
+        return Ok(());
+    };
+    let Some(body_name) = body_name.valid() else {
+        return Err(DispatchError::InvalidParams(format!(
+            "params.{field} must be a string"
+        )));
+    };
+    let header_name = required_header(&routing.name, "Mcp-Name")?;
+    if header_name != *body_name {
+        return Err(DispatchError::HeaderMismatch(format!(
+            "Mcp-Name header value '{header_name}' does not match params.{field} '{body_name}'"
+        )));
+    }
+    Ok(())
 }
 
 fn required_header(h: &RoutingHeader, name: &str) -> Result<String, DispatchError> {

@@ -55,6 +55,13 @@ pub(crate) enum DispatchError {
     /// Invalid params of a valid request (-32602, in-band).
     #[error("{0}")]
     InvalidParams(String),
+    /// A keyed `tools/call` whose key already names a task of another call (-32602 with
+    /// `data.differs`, in-band): nothing was created.
+    #[error("idempotency key reused for another call")]
+    KeyReused {
+        /// `tool` or `arguments`.
+        differs: &'static str,
+    },
     /// Unknown, expired or foreign task (-32602, in-band; T-24, T-25).
     #[error("Task not found")]
     TaskNotFound,
@@ -172,6 +179,7 @@ impl DispatchError {
             DispatchError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             DispatchError::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
             DispatchError::InvalidParams(_)
+            | DispatchError::KeyReused { .. }
             | DispatchError::TaskNotFound
             | DispatchError::ResourceNotFound { .. }
             | DispatchError::Rpc(_)
@@ -215,6 +223,18 @@ impl From<&DispatchError> for ErrorObject {
             DispatchError::MissingCapability(required) => ErrorObject::missing_capability(
                 format!("Missing required client capability: {}", describe(required)),
                 required.clone(),
+            ),
+            DispatchError::KeyReused { differs } => ErrorObject::with_data(
+                INVALID_PARAMS,
+                format!(
+                    "Idempotency key already used for a call with other {}: send a new key for a new call",
+                    if *differs == "tool" {
+                        "tool"
+                    } else {
+                        "arguments"
+                    }
+                ),
+                json!({ "differs": differs }),
             ),
             // An unknown task and someone else's task answer alike (T-25).
             DispatchError::TaskNotFound => {

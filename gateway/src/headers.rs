@@ -99,13 +99,10 @@ pub(crate) fn origin_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
     if allowed.iter().any(|a| a == origin || a == "*") {
         return true;
     }
-    let Some(rest) = origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"))
-    else {
+    let Ok(origin) = url::Url::parse(origin) else {
         return false;
     };
-    is_loopback_host(rest)
+    matches!(origin.scheme(), "http" | "https") && origin.host_str().is_some_and(is_loopback_host)
 }
 
 #[cfg(test)]

@@ -15,7 +15,9 @@ use hyper::header::{self, HeaderValue};
 use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use mcp_tasks_protocol::PROTOCOL_VERSION;
 use mcp_tasks_protocol::jsonrpc::{ErrorObject, INVALID_REQUEST, Id};
+use mcp_tasks_protocol::meta::{IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_HEADER};
 use mcp_tasks_shared::metrics::{self, Outcome};
+use serde_json::{Map, Value};
 use tracing::Instrument as _;
 
 use crate::envelope::{self, Body, Params};
@@ -207,6 +209,7 @@ async fn mcp_steps(state: &Arc<State>, req: Request<Incoming>) -> Step<Response<
                 version,
                 &body,
                 post.accepts_sse,
+                post.idempotency_key.as_ref(),
             ))
             .await
         }
@@ -301,6 +304,8 @@ struct Post {
     routing: Routing,
     /// The HTTP `traceparent`, used when `_meta` carries none.
     traceparent: Option<String>,
+    /// The `Idempotency-Key` header: its text, `Null` when it is not text.
+    idempotency_key: Option<Value>,
 }
 
 /// Content-Type must be JSON and Accept must allow JSON or SSE.
@@ -342,7 +347,32 @@ fn check_post_headers(headers: &HeaderMap) -> Step<Post> {
             .get(&TRACEPARENT)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
+        idempotency_key: headers.get(IDEMPOTENCY_KEY_HEADER).map(|v| {
+            v.to_str()
+                .map_or(Value::Null, |key| Value::String(key.to_owned()))
+        }),
     })
+}
+
+/// Put the `Idempotency-Key` header into the request's `_meta`, where the call reads its
+/// key (`launch.rs` checks it); -32602 when `_meta` carries another key.
+pub(crate) fn with_key_header(
+    meta: &mut Map<String, Value>,
+    header: Option<&Value>,
+) -> Result<(), DispatchError> {
+    let Some(header) = header else {
+        return Ok(());
+    };
+    match meta.get(IDEMPOTENCY_KEY) {
+        Some(given) if given != header => Err(DispatchError::InvalidParams(format!(
+            "The Idempotency-Key header and _meta[\"{IDEMPOTENCY_KEY}\"] differ: send one key"
+        ))),
+        Some(_) => Ok(()),
+        None => {
+            meta.insert(IDEMPOTENCY_KEY.to_owned(), header.clone());
+            Ok(())
+        }
+    }
 }
 
 /// The W3C trace header, as a constant (a lookup by `&str` parses the name each time).
@@ -384,6 +414,9 @@ async fn request_2026(
         Err((id, e)) => return refuse_2026(&post.routing, id.as_ref(), e),
     };
     request.owner = owner;
+    if let Err(e) = with_key_header(&mut request.meta, post.idempotency_key.as_ref()) {
+        return e.response(Era::Current, Some(&request.id));
+    }
     dispatch_traced(state, request, params, post).await
 }
 

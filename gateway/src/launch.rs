@@ -7,20 +7,24 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use mcp_tasks_protocol::meta::IDEMPOTENCY_KEY;
 use mcp_tasks_protocol::meta::{Capability, missing_capabilities};
 use mcp_tasks_protocol::params::Member;
 use mcp_tasks_protocol::tasks::TaskStatus;
 use mcp_tasks_protocol::tools::CallToolResult;
 use mcp_tasks_shared::schema;
 use mcp_tasks_store::events::{TaskEvent, Watch};
-use mcp_tasks_store::stored::{self, Stored};
-use mcp_tasks_store::{Created, Job, Limit, NewTask, OwnerLimits, Store, TaskRecord};
+use mcp_tasks_store::idempotency::call_digest;
+use mcp_tasks_store::{Job, NewTask, OwnerLimits, Store, TaskRecord};
 use serde_json::{Map, Value};
 
 use crate::envelope::Request;
 use crate::error::DispatchError;
 use crate::registry::FoundTool;
 use crate::state::State;
+use create::{Made, create, json_len};
+
+mod create;
 
 /// A call whose tool exists and whose arguments fit: what [`start`] needs.
 pub(crate) struct Prepared {
@@ -119,6 +123,42 @@ pub(crate) struct Launched {
     pub(crate) watch: Option<Watch>,
     /// Cancels the task when dropped armed: the caller left before it learned the task.
     pub(crate) guard: CancelOnDrop,
+    /// A keyed call's retry: the task its key already named, as it stood (its watch, if
+    /// any, resyncs first, so a waiter reads it too).
+    pub(crate) existing: Option<Box<TaskRecord>>,
+}
+
+impl Launched {
+    /// The task's status for its `CreateTaskResult`: `working` for a new one.
+    pub(crate) fn status(&self) -> TaskStatus {
+        self.existing
+            .as_ref()
+            .and_then(|rec| rec.status)
+            .unwrap_or(TaskStatus::Working)
+    }
+
+    /// Its last observable change (ms since the epoch): the creation for a new one.
+    pub(crate) fn updated_ms(&self) -> i64 {
+        self.existing
+            .as_ref()
+            .map_or(self.created_ms, |rec| rec.updated_ms)
+    }
+}
+
+/// The call's idempotency key, from `_meta` (where `http.rs` also puts the
+/// `Idempotency-Key` header): -32602 unless a string of 1 to 255 printable ASCII characters.
+fn idempotency_key(req: &Request) -> Result<Option<String>, DispatchError> {
+    let Some(v) = req.meta.get(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    match v.as_str() {
+        Some(k) if (1..=255).contains(&k.len()) && k.bytes().all(|b| (0x20..0x7f).contains(&b)) => {
+            Ok(Some(k.to_owned()))
+        }
+        _ => Err(DispatchError::InvalidParams(format!(
+            "Invalid idempotency key (_meta[\"{IDEMPOTENCY_KEY}\"] or the Idempotency-Key header): it must be a string of 1 to 255 printable ASCII characters"
+        ))),
+    }
 }
 
 /// Create the task of a prepared call within its owner's limits, with the answers `pre`
@@ -135,21 +175,19 @@ pub(crate) async fn start(
     watch: bool,
 ) -> Result<Launched, DispatchError> {
     let Prepared { name, tool } = call;
-    let job = Job {
-        tool: name.clone(),
-        args,
-        // Raw in the job: a worker parses them only when its tool asks for input.
-        caps: serde_json::value::to_raw_value(&req.take_capabilities())
-            .map_err(|e| DispatchError::Internal(format!("client capabilities: {e}")))?,
-        pre,
-        owner: req.owner.clone(),
-        // This request's span when spans are exported (the worker's run is its child),
-        // else the caller's own context unchanged.
-        traceparent: mcp_tasks_shared::telemetry::current_traceparent(req.traceparent()),
-    };
-    let id = state.store.new_task_id();
-    tracing::Span::current().record("task.id", id.as_str());
+    let key = idempotency_key(req)?;
+    let job = job(req, name, args, pre)?;
     let owner = req.owner.as_str();
+    // A keyed call's id comes from its owner and key: every retry names the same task, and
+    // the create script decides, in one step, whether it exists.
+    let (id, keyed) = match &key {
+        Some(key) => (
+            state.store.layout().keyed_task_id(owner, key),
+            Some(call_digest(&job.args)),
+        ),
+        None => (state.store.new_task_id(), None),
+    };
+    tracing::Span::current().record("task.id", id.as_str());
     // Bounded by this gateway's maximum too, whatever a worker advertises.
     let mut ttl_ms = tool.ttl_ms.min(millis(state.config.tasks.max_ttl));
     if let Some(cap) = ttl_cap {
@@ -166,6 +204,7 @@ pub(crate) async fn start(
         },
         queue: &tool.queue,
         job: &job,
+        keyed: keyed.as_deref(),
     };
     // Watch before creating, so the result cannot slip past a wait.
     let watch = if watch {
@@ -175,8 +214,16 @@ pub(crate) async fn start(
     };
     // A client that goes away before it learns the task id cancels the task (T-58, B-16).
     let mut guard = CancelOnDrop::new(&state.store, &id, owner);
+    if key.is_some() {
+        // Not for a keyed call: its caller finds the task again by sending the key again.
+        guard.disarm();
+    }
     let created_ms = match create(state, &new).await {
-        Ok(at) => at,
+        Ok(Made::At(at)) => at,
+        Ok(Made::Existing) => {
+            guard.disarm();
+            return found(&state.store, id, owner, ttl_ms, watch, guard).await;
+        }
         Err(e) => {
             guard.disarm();
             return Err(e);
@@ -203,6 +250,58 @@ pub(crate) async fn start(
         ttl_ms,
         watch,
         guard,
+        existing: None,
+    })
+}
+
+/// The job of a call: its tool, arguments and the answers collected before it started;
+/// the request's client capabilities move into it (T-45).
+fn job(
+    req: &mut Request,
+    name: &str,
+    args: Value,
+    pre: Map<String, Value>,
+) -> Result<Job, DispatchError> {
+    Ok(Job {
+        tool: name.to_owned(),
+        args,
+        // Raw in the job: a worker parses them only when its tool asks for input.
+        caps: serde_json::value::to_raw_value(&req.take_capabilities())
+            .map_err(|e| DispatchError::Internal(format!("client capabilities: {e}")))?,
+        pre,
+        owner: req.owner.clone(),
+        // This request's span when spans are exported (the worker's run is its child),
+        // else the caller's own context unchanged.
+        traceparent: mcp_tasks_shared::telemetry::current_traceparent(req.traceparent()),
+    })
+}
+
+/// A keyed call's retry: the task its key names, read as it stands; its watch, if any,
+/// resyncs first, so a waiter reads it too (a finished task sends no more changes).
+async fn found(
+    store: &Store,
+    id: String,
+    owner: &str,
+    ttl_ms: u64,
+    watch: Option<Watch>,
+    guard: CancelOnDrop,
+) -> Result<Launched, DispatchError> {
+    let Some(rec) = store.get_task(&id, owner).await? else {
+        return Err(DispatchError::Internal(
+            "a keyed task vanished as it was found".into(),
+        ));
+    };
+    if let Some(w) = &watch {
+        w.resync();
+    }
+    tracing::debug!(task.id = %id, "keyed call: the task its key names");
+    Ok(Launched {
+        id,
+        created_ms: rec.created_ms,
+        ttl_ms: rec.ttl_ms.unwrap_or(ttl_ms),
+        watch,
+        guard,
+        existing: Some(Box::new(rec)),
     })
 }
 
@@ -247,112 +346,6 @@ pub(crate) async fn wait_terminal(
         if rec.status == Some(TaskStatus::InputRequired) {
             return Ok(Wait::NeedsInput);
         }
-    }
-}
-
-/// Bytes of `v` as compact JSON, counted without building the text.
-fn json_len(v: &impl serde::Serialize) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    let _ = serde_json::to_writer(&mut count, v);
-    count.0
-}
-
-/// Create the task within its owner's limits: its stored bytes are counted first (refused
-/// while the owner is over; taken back when the create fails or is refused), then the
-/// task counts ([`create_within_counts`]).
-async fn create(state: &State, new: &NewTask<'_>) -> Result<i64, DispatchError> {
-    let limits = &state.config.limits;
-    if limits.stored_bytes == 0 {
-        return create_within_counts(state, new).await;
-    }
-    let lapses = new.ttl_ms.map(|ttl| {
-        let lifetime = i64::try_from(mcp_tasks_store::hash_lifetime_ms(ttl)).unwrap_or(i64::MAX);
-        mcp_tasks_protocol::time::now_millis().saturating_add(lifetime)
-    });
-    let bytes = json_len(new.job);
-    if let stored::Counted::Refused(total) = state
-        .store
-        .count_stored(
-            new.owner,
-            bytes,
-            lapses,
-            limits.stored_bytes,
-            Stored::Create,
-        )
-        .await?
-    {
-        return Err(DispatchError::Limited {
-            message: format!(
-                "Too much stored: this caller's tasks keep {total} bytes in Redis, at most {} (MCPT_LIMIT_STORED_BYTES); wait for tasks to expire",
-                limits.stored_bytes
-            ),
-            limit: "stored_bytes",
-            max: limits.stored_bytes,
-        });
-    }
-    let created = create_within_counts(state, new).await;
-    if created.is_err() {
-        // Nothing kept: the bytes are not the owner's to carry.
-        if let Err(e) = state.store.uncount_stored(new.owner, bytes, lapses).await {
-            tracing::debug!(error = %e, "stored bytes of a failed create not taken back");
-        }
-    }
-    created
-}
-
-/// [`create`] within the owner's task counts (rate, unfinished). At the unfinished-task
-/// limit the owner's finished tasks are pruned from the count first (they leave it
-/// lazily), then it is tried once more.
-async fn create_within_counts(state: &State, new: &NewTask<'_>) -> Result<i64, DispatchError> {
-    if let Some(at) = create_counted(state, new).await? {
-        return Ok(at);
-    }
-    state
-        .prunes
-        .run(new.owner, state.store.prune_active(new.owner))
-        .await?;
-    // Tried again whatever the prune found: another request's may have made room.
-    create_counted(state, new)
-        .await?
-        .ok_or_else(|| active_limited(state.config.limits.active_tasks))
-}
-
-/// One create: `None` when refused at the unfinished-task limit.
-async fn create_counted(state: &State, new: &NewTask<'_>) -> Result<Option<i64>, DispatchError> {
-    match state.store.create_task(new).await? {
-        Created::At(at) => Ok(Some(at)),
-        Created::Limited(Limit::Active) => Ok(None),
-        Created::Limited(Limit::PerMinute) => {
-            let limits = &state.config.limits;
-            Err(DispatchError::Limited {
-                message: format!(
-                    "Too many tasks: at most {} tasks per minute per caller (MCPT_LIMIT_TASKS_PER_MINUTE); retry in a minute",
-                    limits.tasks_per_minute
-                ),
-                limit: "tasks_per_minute",
-                max: u64::from(limits.tasks_per_minute),
-            })
-        }
-    }
-}
-
-fn active_limited(max: u32) -> DispatchError {
-    DispatchError::Limited {
-        message: format!(
-            "Too many unfinished tasks: at most {max} per caller (MCPT_LIMIT_ACTIVE_TASKS); wait for one to finish or cancel one"
-        ),
-        limit: "active_tasks",
-        max: u64::from(max),
     }
 }
 

@@ -48,11 +48,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use mcp_tasks_shared::config::GatewayConfig;
 use mcp_tasks_store::events::EventHub;
 use mcp_tasks_store::{Store, StoreError};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::state::State;
@@ -78,6 +78,9 @@ pub enum GatewayError {
     /// Authentication cannot be set up (token file or key set unreadable).
     #[error("{0}")]
     Auth(String),
+    /// The address is reachable and the configuration would serve it unauthenticated.
+    #[error("{0}")]
+    Exposed(#[from] mcp_tasks_shared::config::Exposure),
     /// `MCPT_CONSOLE=on` in a gateway built without the console.
     #[error(
         "MCPT_CONSOLE=on, but this gateway was built without the console (build it with `--features console`, as the mcp-tasks command and the image are)"
@@ -96,11 +99,62 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), GatewayError> {
     let local: SocketAddr = listener.local_addr()?;
-    config.check_exposure(local).map_err(GatewayError::Auth)?;
+    config.check_exposure(local)?;
     #[cfg(not(feature = "console"))]
     if config.console.enabled {
         return Err(GatewayError::NoConsole);
     }
+    let hub_stop = CancellationToken::new();
+    let state = start_state(config, local, &hub_stop).await?;
+    let connections = Arc::new(conn::Connections::new(
+        state.config.max_connections,
+        state.config.header_timeout,
+        state.config.idle_timeout,
+    ));
+    let protocols = Arc::new(Protocols::new());
+    let graceful = GracefulShutdown::new();
+    tracing::info!(addr = %local, "gateway started");
+    let stop_accepting = stop_accepting(&state, &shutdown);
+    tokio::pin!(stop_accepting);
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = &mut stop_accepting => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let Some(slot) = connections.admit() else {
+            tracing::debug!(peer = %peer, "MCPT_MAX_CONNECTIONS reached; connection refused");
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        spawn_connection(&state, &protocols, graceful.watcher(), stream, peer, slot);
+    }
+    tracing::info!("draining in-flight requests");
+    if tokio::time::timeout(state.config.shutdown_grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("requests still in flight after the grace period; closing");
+    }
+    hub_stop.cancel();
+    tracing::info!("gateway stopped");
+    Ok(())
+}
+
+/// What every request shares: authentication, Redis, the event hub (stopped by
+/// `hub_stop`, as are the tally and the console), the tool registry.
+async fn start_state(
+    config: GatewayConfig,
+    local: SocketAddr,
+    hub_stop: &CancellationToken,
+) -> Result<Arc<State>, GatewayError> {
     let auth = Arc::new(
         auth::Authenticator::new(&config.auth)
             .await
@@ -110,7 +164,6 @@ pub async fn run(
         .await?
         .with_replication(config.replication)?;
     store.warn_if_evicting().await;
-    let hub_stop = CancellationToken::new();
     let hub = EventHub::start(&store, hub_stop.clone());
     tokio::spawn(mcp_tasks_shared::tally::publish(
         store.clone(),
@@ -130,7 +183,7 @@ pub async fn run(
         };
         mcp_tasks_console::Console::start(&config.console, mount, &hub, hub_stop.clone())
     });
-    let state = Arc::new(State {
+    Ok(Arc::new(State {
         hub,
         #[cfg(feature = "console")]
         console,
@@ -146,108 +199,95 @@ pub async fn run(
         streams_end,
         prunes: state::Prunes::new(),
         config,
+    }))
+}
+
+/// After SIGTERM: report not-ready but keep accepting for MCPT_DRAIN_DELAY, so load
+/// balancers stop routing here before the listener closes.
+async fn stop_accepting(state: &State, shutdown: &CancellationToken) {
+    shutdown.cancelled().await;
+    state.ready.store(false, Ordering::Relaxed);
+    tracing::info!(
+        delay_ms = state.config.drain_delay.as_millis() as u64,
+        "not ready; draining soon"
+    );
+    tokio::time::sleep(state.config.drain_delay).await;
+    // Listen streams end now, when the listener closes, not at SIGTERM: a client that
+    // reconnects during the drain delay would land here again.
+    state.streams_end.cancel();
+}
+
+/// The HTTP/1 and HTTP/2 connection settings every connection is served with.
+struct Protocols {
+    http1: hyper::server::conn::http1::Builder,
+    http2: hyper::server::conn::http2::Builder<TokioExecutor>,
+}
+
+impl Protocols {
+    fn new() -> Protocols {
+        // No hyper header timeout: it would also close idle keep-alive connections at the
+        // header timeout; `conn` times request heads and idleness apart.
+        let mut http1 = hyper::server::conn::http1::Builder::new();
+        http1.header_read_timeout(None);
+        let http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        Protocols { http1, http2 }
+    }
+}
+
+/// Serve one admitted connection on a task of its own, every request through
+/// [`http::serve`], until it closes, times out or the gateway stops.
+fn spawn_connection(
+    state: &Arc<State>,
+    protocols: &Arc<Protocols>,
+    watcher: Watcher,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    slot: Arc<conn::Conn>,
+) {
+    let stopping = state.streams_end.clone();
+    let state = state.clone();
+    let requests = slot.clone();
+    let service = hyper::service::service_fn(move |req: hyper::Request<_>| {
+        // The console's sign-in limit counts attempts per client address.
+        #[cfg(feature = "console")]
+        let req = {
+            let mut req = req;
+            req.extensions_mut().insert(conn::Peer(peer));
+            req
+        };
+        let busy = requests.begin();
+        let served = http::serve(state.clone(), req);
+        async move {
+            let res = served.await;
+            Ok::<_, std::convert::Infallible>(res.map(|body| conn::Tracked::new(body, busy)))
+        }
     });
-    let connections = Arc::new(conn::Connections::new(
-        state.config.max_connections,
-        state.config.header_timeout,
-        state.config.idle_timeout,
-    ));
-    // No hyper header timeout: it would also close idle keep-alive connections at the
-    // header timeout; `conn` times request heads and idleness apart.
-    let mut http1 = hyper::server::conn::http1::Builder::new();
-    http1.header_read_timeout(None);
-    let http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
-    let builders = Arc::new((http1, http2));
-    let graceful = GracefulShutdown::new();
-    tracing::info!(addr = %local, "gateway started");
-    // After SIGTERM: report not-ready but keep accepting for MCPT_DRAIN_DELAY, so load
-    // balancers stop routing here before the listener closes.
-    let stop_accepting = async {
-        shutdown.cancelled().await;
-        state.ready.store(false, Ordering::Relaxed);
-        tracing::info!(
-            delay_ms = state.config.drain_delay.as_millis() as u64,
-            "not ready; draining soon"
-        );
-        tokio::time::sleep(state.config.drain_delay).await;
-        // Listen streams end now, when the listener closes, not at SIGTERM: a client that
-        // reconnects during the drain delay would land here again.
-        state.streams_end.cancel();
-    };
-    tokio::pin!(stop_accepting);
-    loop {
-        let (mut stream, peer) = tokio::select! {
-            () = &mut stop_accepting => break,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
+    let protocols = protocols.clone();
+    tokio::spawn(async move {
+        // The first bytes tell HTTP/1 from HTTP/2. Until they come the connection is
+        // closed by its timeouts, or at once when the gateway stops accepting (graceful
+        // shutdown does not wait for it).
+        let opening = tokio::select! {
+            opening = conn::Opening::read(&mut stream) => opening,
+            why = slot.closing() => return conn::Conn::record_close(why),
+            () = stopping.cancelled() => return,
+        };
+        let http2 = opening.is_http2();
+        let io = TokioIo::new(conn::Watched::new(stream, slot.clone(), opening));
+        // HTTP/1 and HTTP/2 apart, not one connection type for both: that one holds
+        // HTTP/2's state inline, kilobytes every idle listen stream would keep.
+        let served: Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>> = if http2 {
+            Box::pin(watcher.watch(protocols.http2.serve_connection(io, service)))
+        } else {
+            Box::pin(watcher.watch(protocols.http1.serve_connection(io, service)))
+        };
+        tokio::select! {
+            ended = served => if let Err(e) = ended {
+                tracing::debug!(peer = %peer, error = %e, "connection ended with an error");
             },
-        };
-        let Some(slot) = connections.admit() else {
-            tracing::debug!(peer = %peer, "MCPT_MAX_CONNECTIONS reached; connection refused");
-            drop(stream);
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let stopping = state.streams_end.clone();
-        let state = state.clone();
-        let requests = slot.clone();
-        let service = hyper::service::service_fn(move |req: hyper::Request<_>| {
-            // The console's sign-in limit counts attempts per client address.
-            #[cfg(feature = "console")]
-            let req = {
-                let mut req = req;
-                req.extensions_mut().insert(conn::Peer(peer));
-                req
-            };
-            let busy = requests.begin();
-            let served = http::serve(state.clone(), req);
-            async move {
-                let res = served.await;
-                Ok::<_, std::convert::Infallible>(res.map(|body| conn::Tracked::new(body, busy)))
-            }
-        });
-        let (builders, watcher) = (builders.clone(), graceful.watcher());
-        tokio::spawn(async move {
-            // The first bytes tell HTTP/1 from HTTP/2. Until they come the connection is
-            // closed by its timeouts, or at once when the gateway stops accepting (graceful
-            // shutdown does not wait for it).
-            let opening = tokio::select! {
-                opening = conn::Opening::read(&mut stream) => opening,
-                why = slot.closing() => return conn::Conn::record_close(why),
-                () = stopping.cancelled() => return,
-            };
-            let http2 = opening.is_http2();
-            let io = TokioIo::new(conn::Watched::new(stream, slot.clone(), opening));
-            // HTTP/1 and HTTP/2 apart, not one connection type for both: that one holds
-            // HTTP/2's state inline, kilobytes every idle listen stream would keep.
-            let served: Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>> = if http2 {
-                Box::pin(watcher.watch(builders.1.serve_connection(io, service)))
-            } else {
-                Box::pin(watcher.watch(builders.0.serve_connection(io, service)))
-            };
-            tokio::select! {
-                ended = served => if let Err(e) = ended {
-                    tracing::debug!(peer = %peer, error = %e, "connection ended with an error");
-                },
-                why = slot.closing() => conn::Conn::record_close(why),
-            }
-        });
-    }
-    tracing::info!("draining in-flight requests");
-    if tokio::time::timeout(state.config.shutdown_grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("requests still in flight after the grace period; closing");
-    }
-    hub_stop.cancel();
-    tracing::info!("gateway stopped");
-    Ok(())
+            why = slot.closing() => conn::Conn::record_close(why),
+        }
+    });
 }
 
 /// Entry points for fuzzing the request decoder (`gateway/fuzz`); not a stable API.

@@ -33,27 +33,25 @@ impl std::ops::Deref for FoundTool {
 
 pub(crate) struct Registry {
     store: Store,
-    cache: RwLock<Option<(Instant, Arc<Vec<ToolAdvert>>)>>,
-    upstreams: RwLock<Option<(Instant, Arc<Vec<UpstreamAdvert>>)>>,
-    strikes: RwLock<Option<(Instant, Arc<Strikes>)>>,
+    tools: TtlCache<Vec<ToolAdvert>>,
+    upstreams: TtlCache<Vec<UpstreamAdvert>>,
+    strikes: TtlCache<Strikes>,
 }
 
 impl Registry {
     pub(crate) fn new(store: Store) -> Self {
         Registry {
             store,
-            cache: RwLock::new(None),
-            upstreams: RwLock::new(None),
-            strikes: RwLock::new(None),
+            tools: TtlCache::new(),
+            upstreams: TtlCache::new(),
+            strikes: TtlCache::new(),
         }
     }
 
     /// Live tools in listing order (rank, then name).
     pub(crate) async fn tools(&self) -> StoreResult<Arc<Vec<ToolAdvert>>> {
-        if let Some((at, tools)) = self.cache.read().await.as_ref()
-            && at.elapsed() < CACHE_FOR
-        {
-            return Ok(tools.clone());
+        if let Some(tools) = self.tools.fresh().await {
+            return Ok(tools);
         }
         self.refresh().await
     }
@@ -76,28 +74,11 @@ impl Registry {
         name: &str,
         args: &serde_json::Value,
     ) -> StoreResult<Option<Strike>> {
-        let fresh = |held: &Option<(Instant, Arc<Strikes>)>| {
-            held.as_ref()
-                .filter(|(at, _)| at.elapsed() < CACHE_FOR)
-                .map(|(_, s)| s.clone())
-        };
-        let cached = fresh(&*self.strikes.read().await);
-        let strikes = match cached {
-            Some(s) => s,
-            None => {
-                // One read per second for the whole gateway: concurrent calls that find
-                // the copy stale wait for the first one's read instead of each reading.
-                let mut held = self.strikes.write().await;
-                match fresh(&held) {
-                    Some(s) => s,
-                    None => {
-                        let read = Arc::new(self.store.strikes().await?);
-                        *held = Some((Instant::now(), read.clone()));
-                        read
-                    }
-                }
-            }
-        };
+        // One read per second for the whole gateway, however many calls find it stale.
+        let strikes = self
+            .strikes
+            .fresh_or_read_once(|| self.store.strikes())
+            .await?;
         Ok(strikes.matching(name, args).cloned())
     }
 
@@ -115,17 +96,13 @@ impl Registry {
                 .cmp(&b.rank)
                 .then_with(|| a.tool.name.cmp(&b.tool.name))
         });
-        let live = Arc::new(live);
-        *self.cache.write().await = Some((Instant::now(), live.clone()));
-        Ok(live)
+        Ok(self.tools.put(live).await)
     }
 
     /// Live upstreams serving prompts or resources, in page order (rank, then name).
     pub(crate) async fn upstreams(&self) -> StoreResult<Arc<Vec<UpstreamAdvert>>> {
-        if let Some((at, ups)) = self.upstreams.read().await.as_ref()
-            && at.elapsed() < CACHE_FOR
-        {
-            return Ok(ups.clone());
+        if let Some(ups) = self.upstreams.fresh().await {
+            return Ok(ups);
         }
         let now = now_millis();
         let mut live: Vec<UpstreamAdvert> = self
@@ -136,8 +113,55 @@ impl Registry {
             .filter(|a| now - a.heartbeat_ms < ADVERT_STALE_MS)
             .collect();
         live.sort_by(|a, b| a.rank.cmp(&b.rank).then_with(|| a.name.cmp(&b.name)));
-        let live = Arc::new(live);
-        *self.upstreams.write().await = Some((Instant::now(), live.clone()));
-        Ok(live)
+        Ok(self.upstreams.put(live).await)
+    }
+}
+
+/// A copy of something read from Redis, fresh for [`CACHE_FOR`] after it was stored.
+struct TtlCache<T> {
+    held: RwLock<Option<(Instant, Arc<T>)>>,
+}
+
+impl<T> TtlCache<T> {
+    fn new() -> Self {
+        TtlCache {
+            held: RwLock::new(None),
+        }
+    }
+
+    /// The copy, if it is fresh.
+    async fn fresh(&self) -> Option<Arc<T>> {
+        Self::fresh_in(&*self.held.read().await)
+    }
+
+    fn fresh_in(held: &Option<(Instant, Arc<T>)>) -> Option<Arc<T>> {
+        held.as_ref()
+            .filter(|(at, _)| at.elapsed() < CACHE_FOR)
+            .map(|(_, value)| value.clone())
+    }
+
+    /// Keep `value` as the fresh copy, from now.
+    async fn put(&self, value: T) -> Arc<T> {
+        let value = Arc::new(value);
+        *self.held.write().await = Some((Instant::now(), value.clone()));
+        value
+    }
+
+    /// The fresh copy, or one `read` for all callers: concurrent callers that find the copy
+    /// stale wait for the first one's read instead of each reading.
+    async fn fresh_or_read_once<F>(&self, read: impl FnOnce() -> F) -> StoreResult<Arc<T>>
+    where
+        F: Future<Output = StoreResult<T>>,
+    {
+        if let Some(value) = self.fresh().await {
+            return Ok(value);
+        }
+        let mut held = self.held.write().await;
+        if let Some(value) = Self::fresh_in(&held) {
+            return Ok(value);
+        }
+        let value = Arc::new(read().await?);
+        *held = Some((Instant::now(), value.clone()));
+        Ok(value)
     }
 }

@@ -45,41 +45,7 @@ pub(crate) async fn listen(
     params: ListenParams,
     accepts_sse: bool,
 ) -> Result<Reply, DispatchError> {
-    let filter = match params.notifications {
-        Member::Valid(f) => f,
-        _ => {
-            return Err(DispatchError::InvalidParams(
-                "params.notifications must be an object".into(),
-            ));
-        }
-    };
-    let mut task_ids: Vec<String> = Vec::new();
-    if filter.task_ids.is_present() {
-        require_tasks(&req)?;
-        let Member::Valid(ids) = &filter.task_ids else {
-            return Err(DispatchError::InvalidParams(
-                "notifications.taskIds must be an array of strings".into(),
-            ));
-        };
-        // T-56; MCPT_MAX_LISTEN_TASKS.
-        let most = state.config.limits.listen_tasks;
-        if ids.len() > most {
-            return Err(DispatchError::InvalidParams(format!(
-                "notifications.taskIds names {} tasks; at most {most} are accepted (MCPT_MAX_LISTEN_TASKS)",
-                ids.len()
-            )));
-        }
-        for id in ids {
-            let Some(id) = id.valid() else {
-                return Err(DispatchError::InvalidParams(
-                    "notifications.taskIds must be an array of strings".into(),
-                ));
-            };
-            if is_plausible_task_id(id) && !task_ids.iter().any(|t| t == id) {
-                task_ids.push(id.to_owned());
-            }
-        }
-    }
+    let task_ids = requested_tasks(state, &req, params)?;
     if !accepts_sse {
         return Err(DispatchError::NotAcceptable(
             "subscriptions/listen answers with an SSE stream; the Accept header must allow text/event-stream".into(),
@@ -103,40 +69,8 @@ pub(crate) async fn listen(
             None => watches.remove(id),
         }
     }
-    let ack = Notification {
-        jsonrpc: "2.0",
-        method: notifications::ACKNOWLEDGED,
-        params: AcknowledgedParams {
-            meta: subscription_meta(&req.id),
-            notifications: Honoured {
-                task_ids: initial.iter().map(|r| r.id.as_str()).collect(),
-            },
-        },
-    };
-    let ack = serde_json::to_vec(&ack).map_err(|e| DispatchError::Internal(e.to_string()))?;
-    let span = tracing::info_span!("listen", listen.tasks = last_seen.len(), rpc.id = %req.id);
-    let mut stream = Stream {
-        state: state.clone(),
-        owner: me.to_owned(),
-        subscription: req.id.clone(),
-        last_seen,
-        watches,
-        unread: HashSet::new(),
-        out: VecDeque::from([sse_event(&ack)]),
-        keepalive: tokio::time::interval_at(Instant::now() + KEEPALIVE, KEEPALIVE),
-        retry: {
-            // A re-read that first fails hours in waits a second between tries, rather than
-            // catching up every tick missed since the stream opened.
-            let mut retry = tokio::time::interval(REREAD_RETRY);
-            retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            retry
-        },
-        hub: true,
-        ended: false,
-        span,
-        _slot: slot,
-        _open: OpenListener::new(),
-    };
+    let ack = acknowledgement(&req.id, &initial)?;
+    let mut stream = Stream::open(state, me, &req.id, last_seen, watches, &ack, slot);
     for rec in initial {
         stream.emit(&rec);
     }
@@ -149,6 +83,67 @@ pub(crate) async fn listen(
         Some((frame, stream))
     });
     Ok(Reply::Sse(sse_stream(frames)))
+}
+
+/// The task ids `params.notifications.taskIds` names, each once, leaving out those that
+/// cannot be task ids (T-56; MCPT_MAX_LISTEN_TASKS).
+fn requested_tasks(
+    state: &State,
+    req: &Request,
+    params: ListenParams,
+) -> Result<Vec<String>, DispatchError> {
+    let filter = match params.notifications {
+        Member::Valid(f) => f,
+        _ => {
+            return Err(DispatchError::InvalidParams(
+                "params.notifications must be an object".into(),
+            ));
+        }
+    };
+    let mut task_ids: Vec<String> = Vec::new();
+    if !filter.task_ids.is_present() {
+        return Ok(task_ids);
+    }
+    require_tasks(req)?;
+    let Member::Valid(ids) = &filter.task_ids else {
+        return Err(DispatchError::InvalidParams(
+            "notifications.taskIds must be an array of strings".into(),
+        ));
+    };
+    // T-56; MCPT_MAX_LISTEN_TASKS.
+    let most = state.config.limits.listen_tasks;
+    if ids.len() > most {
+        return Err(DispatchError::InvalidParams(format!(
+            "notifications.taskIds names {} tasks; at most {most} are accepted (MCPT_MAX_LISTEN_TASKS)",
+            ids.len()
+        )));
+    }
+    for id in ids {
+        let Some(id) = id.valid() else {
+            return Err(DispatchError::InvalidParams(
+                "notifications.taskIds must be an array of strings".into(),
+            ));
+        };
+        if is_plausible_task_id(id) && !task_ids.iter().any(|t| t == id) {
+            task_ids.push(id.to_owned());
+        }
+    }
+    Ok(task_ids)
+}
+
+/// The acknowledgement naming the tasks that exist and are the caller's (T-46).
+fn acknowledgement(subscription: &Id, honoured: &[TaskRecord]) -> Result<Vec<u8>, DispatchError> {
+    let ack = Notification {
+        jsonrpc: "2.0",
+        method: notifications::ACKNOWLEDGED,
+        params: AcknowledgedParams {
+            meta: subscription_meta(subscription),
+            notifications: Honoured {
+                task_ids: honoured.iter().map(|r| r.id.as_str()).collect(),
+            },
+        },
+    };
+    serde_json::to_vec(&ack).map_err(|e| DispatchError::Internal(e.to_string()))
 }
 
 /// Counts a notification stream as open while alive.
@@ -261,6 +256,42 @@ struct Stream {
 }
 
 impl Stream {
+    /// A stream that starts with the acknowledgement `ack`, having sent nothing else yet.
+    fn open(
+        state: &Arc<State>,
+        owner: &str,
+        subscription: &Id,
+        last_seen: HashMap<String, u64>,
+        watches: Watches,
+        ack: &[u8],
+        slot: ListenerSlot,
+    ) -> Stream {
+        let span =
+            tracing::info_span!("listen", listen.tasks = last_seen.len(), rpc.id = %subscription);
+        Stream {
+            state: state.clone(),
+            owner: owner.to_owned(),
+            subscription: subscription.clone(),
+            last_seen,
+            watches,
+            unread: HashSet::new(),
+            out: VecDeque::from([sse_event(ack)]),
+            keepalive: tokio::time::interval_at(Instant::now() + KEEPALIVE, KEEPALIVE),
+            retry: {
+                // A re-read that first fails hours in waits a second between tries, rather
+                // than catching up every tick missed since the stream opened.
+                let mut retry = tokio::time::interval(REREAD_RETRY);
+                retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                retry
+            },
+            hub: true,
+            ended: false,
+            span,
+            _slot: slot,
+            _open: OpenListener::new(),
+        }
+    }
+
     fn push_json<T: Serialize>(&mut self, message: &T) {
         if let Ok(bytes) = serde_json::to_vec(message) {
             self.out.push_back(sse_event(&bytes));

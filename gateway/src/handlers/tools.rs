@@ -12,6 +12,7 @@ use mcp_tasks_protocol::results::{CacheScope, InputRequiredResult, ListToolsResu
 use mcp_tasks_protocol::tasks::{CreateTaskResult, ResponseKind, TaskStatus};
 use mcp_tasks_protocol::time::rfc3339_millis;
 use mcp_tasks_store::TaskRecord;
+use mcp_tasks_store::events::Watch;
 use mcp_tasks_store::registry::{Policy, ToolAdvert};
 use serde_json::{Map, Value};
 
@@ -61,6 +62,19 @@ enum Mode {
     Auto { declared: bool },
 }
 
+impl Mode {
+    /// The mode of a tool with `policy`, for a caller that `declared` the tasks extension
+    /// or not (a task-only tool's caller has: the capability check refused the others).
+    fn of(policy: Policy, declared: bool) -> Mode {
+        match (policy, declared) {
+            (Policy::Sync, _) | (Policy::Task, false) => Mode::Sync,
+            (Policy::Task | Policy::TaskOnly, true) => Mode::Task,
+            (Policy::Auto, declared) => Mode::Auto { declared },
+            (Policy::TaskOnly, false) => unreachable!("the capability check rejects this"),
+        }
+    }
+}
+
 pub(crate) async fn call(
     state: &Arc<State>,
     mut req: Request,
@@ -71,7 +85,6 @@ pub(crate) async fn call(
         Err(invalid) => return Ok(Reply::Json(result_bytes(&req.id, &invalid))),
     };
     let tool = &call.tool;
-    let name = call.name.as_str();
     let declared = Capability::Tasks.declared_in(req.capabilities());
     call.check_needs(
         &req,
@@ -82,21 +95,9 @@ pub(crate) async fn call(
         Ok(answers) => answers,
         Err(ask) => return Ok(Reply::Json(result_bytes(&req.id, &ask))),
     };
-    let mode = match (tool.policy, declared) {
-        (Policy::Sync, _) | (Policy::Task, false) => Mode::Sync,
-        (Policy::Task | Policy::TaskOnly, true) => Mode::Task,
-        (Policy::Auto, declared) => Mode::Auto { declared },
-        (Policy::TaskOnly, false) => unreachable!("the capability check rejects this"),
-    };
-    let sync_timeout = state.config.sync_timeout;
-    let ttl_cap = (mode == Mode::Sync).then_some(sync_timeout + SYNC_TASK_SLACK);
-    let Launched {
-        id,
-        created_ms,
-        ttl_ms,
-        mut watch,
-        mut guard,
-    } = launch::start(
+    let mode = Mode::of(tool.policy, declared);
+    let ttl_cap = (mode == Mode::Sync).then_some(state.config.sync_timeout + SYNC_TASK_SLACK);
+    let launched = launch::start(
         state,
         &mut req,
         &call,
@@ -106,58 +107,40 @@ pub(crate) async fn call(
         mode != Mode::Task,
     )
     .await?;
+    let (status, updated_ms) = (launched.status(), launched.updated_ms());
+    let Launched {
+        id,
+        created_ms,
+        ttl_ms,
+        mut watch,
+        mut guard,
+        ..
+    } = launched;
     tracing::debug!(task.id = %id, mode = ?mode, "call mode");
-    let owner = owner(&req);
-    let handle = || {
-        let created = rfc3339_millis(created_ms);
-        CreateTaskResult {
-            result_type: "task",
-            task_id: id.clone(),
-            status: TaskStatus::Working,
-            created_at: created.clone(),
-            last_updated_at: created,
-            ttl_ms: Some(ttl_ms),
-            poll_interval_ms: tool.poll_interval_ms,
-            meta: ServerMeta,
-        }
+    // A keyed call's retry answers where its task stands.
+    let handle = || CreateTaskResult {
+        result_type: "task",
+        task_id: id.clone(),
+        status,
+        created_at: rfc3339_millis(created_ms),
+        last_updated_at: rfc3339_millis(updated_ms),
+        ttl_ms: Some(ttl_ms),
+        poll_interval_ms: tool.poll_interval_ms,
+        meta: ServerMeta,
     };
     // On every error return below the guard stays armed, and dropping it cancels the task.
     let reply = match (mode, watch.as_mut()) {
         (Mode::Task, _) => Reply::Json(result_bytes(&req.id, &handle())),
         (Mode::Auto { declared: true }, Some(w)) => {
-            match wait_terminal(
-                &state.store,
-                owner,
-                w,
-                Instant::now() + state.config.auto_wait,
-            )
-            .await?
-            {
+            let until = Instant::now() + state.config.auto_wait;
+            match wait_terminal(&state.store, owner(&req), w, until).await? {
                 Wait::Done(rec) => sync_reply(&req, &rec)?,
                 // The client declared the extension: it can follow and answer the task.
                 Wait::NeedsInput | Wait::TimedOut => Reply::Json(result_bytes(&req.id, &handle())),
             }
         }
         (Mode::Sync | Mode::Auto { declared: false }, Some(w)) => {
-            match wait_terminal(&state.store, owner, w, Instant::now() + sync_timeout).await? {
-                Wait::Done(rec) => sync_reply(&req, &rec)?,
-                Wait::NeedsInput => {
-                    return Err(ErrorObject::new(
-                        INTERNAL_ERROR,
-                        format!(
-                            "tool {name} needs input while it runs, which a synchronous call cannot deliver; call it declaring the {TASKS_EXTENSION} extension. The call was cancelled"
-                        ),
-                    )
-                    .into());
-                }
-                Wait::TimedOut => {
-                    return Err(ErrorObject::new(
-                        INTERNAL_ERROR,
-                        format!("tool {name} did not finish within {} s (MCPT_SYNC_TIMEOUT); the call was cancelled", sync_timeout.as_secs()),
-                    )
-                    .into());
-                }
-            }
+            wait_synchronously(state, &req, &call.name, w).await?
         }
         (_, None) => {
             return Err(DispatchError::Internal(
@@ -167,6 +150,32 @@ pub(crate) async fn call(
     };
     guard.disarm();
     Ok(reply)
+}
+
+/// Wait for the call's result as long as MCPT_SYNC_TIMEOUT; a task that asks for input
+/// meanwhile cannot be answered by this caller.
+async fn wait_synchronously(
+    state: &State,
+    req: &Request,
+    name: &str,
+    watch: &mut Watch,
+) -> Result<Reply, DispatchError> {
+    let sync_timeout = state.config.sync_timeout;
+    match wait_terminal(&state.store, owner(req), watch, Instant::now() + sync_timeout).await? {
+        Wait::Done(rec) => sync_reply(req, &rec),
+        Wait::NeedsInput => Err(ErrorObject::new(
+            INTERNAL_ERROR,
+            format!(
+                "tool {name} needs input while it runs, which a synchronous call cannot deliver; call it declaring the {TASKS_EXTENSION} extension. The call was cancelled"
+            ),
+        )
+        .into()),
+        Wait::TimedOut => Err(ErrorObject::new(
+            INTERNAL_ERROR,
+            format!("tool {name} did not finish within {} s (MCPT_SYNC_TIMEOUT); the call was cancelled", sync_timeout.as_secs()),
+        )
+        .into()),
+    }
 }
 
 /// The stored result as the call's answer, or the task's error as a JSON-RPC error.
@@ -209,7 +218,9 @@ fn pre_input(
     let mut answers = Map::new();
     let mut missing = Map::new();
     for (key, request) in &tool.pre_input {
-        let kind = request.kind().map_err(DispatchError::Internal)?;
+        let kind = request
+            .kind()
+            .map_err(|e| DispatchError::Internal(e.to_string()))?;
         match responses.get(key) {
             Some(answer) if ResponseKind::mask_of(answer) & kind.bit() != 0 => {
                 answers.insert(key.clone(), answer.clone());

@@ -1,41 +1,26 @@
-//! `tools/call` in a 2025 session, and following a task to its end on a response stream
-//! (also what `tasks/result` does).
+//! `tools/call` in a 2025 session: a task-augmented call answered with its task at once,
+//! or a synchronous call whose task `follow.rs` follows to its response.
 //!
-//! A synchronous call is a durable task like any other. Its SSE response carries, in order:
-//! `notifications/progress` for each new status message (when the request had a
-//! `progressToken`), the task's input requests as server-to-client requests, a keep-alive
-//! comment every 15 s so idle-timeout proxies leave it open, and the call's response. A
-//! client that goes away cancels the task unless its tool outlives its caller.
+//! A synchronous call is a durable task like any other; what its SSE response carries is
+//! described in `follow.rs`. A client that goes away cancels the task unless its tool
+//! outlives its caller.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use mcp_tasks_protocol::jsonrpc::{self, ErrorObject, INTERNAL_ERROR, Id, METHOD_NOT_FOUND};
-use mcp_tasks_protocol::legacy::{
-    CallToolParams, PROGRESS_TOKEN_KEY, RELATED_TASK_KEY, related_task_meta,
-};
+use mcp_tasks_protocol::jsonrpc::{self, ErrorObject, Id, METHOD_NOT_FOUND};
+use mcp_tasks_protocol::legacy::{CallToolParams, PROGRESS_TOKEN_KEY, TaskMetadata};
 use mcp_tasks_protocol::params::Member;
-use mcp_tasks_protocol::tasks::TaskStatus;
-use mcp_tasks_protocol::time::now_millis;
-use mcp_tasks_store::TaskRecord;
-use mcp_tasks_store::events::{TaskEvent, Watch};
 use mcp_tasks_store::registry::Policy;
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
 
-use super::input_request_id;
+use super::follow::{Follow, follow};
 use super::session::Session;
 use crate::envelope::Request;
 use crate::error::DispatchError;
-use crate::handlers::listen::ListenerSlot;
-use crate::launch::{self, CancelOnDrop, Launched};
-use crate::reply::{Reply, sse_event};
+use crate::launch::{self, Launched, Prepared};
+use crate::reply::Reply;
 use crate::state::State;
-
-/// An SSE comment at least this often on a quiet stream, so proxies do not cut it.
-const KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// Longest request id (as JSON) mapped to its call's task for `notifications/cancelled`.
 const MAX_REMEMBERED_ID: usize = 200;
@@ -49,7 +34,7 @@ const MIN_TASK_TTL_MS: u64 = 1_000;
 pub(super) async fn call(
     state: &Arc<State>,
     session: &Session,
-    mut req: Request,
+    req: Request,
     params: CallToolParams,
     accepts_sse: bool,
 ) -> Result<Reply, DispatchError> {
@@ -65,16 +50,7 @@ pub(super) async fn call(
             session.version
         )));
     }
-    let task = match params.task {
-        Member::Absent | Member::Invalid(Value::Null) => None,
-        Member::Valid(t) if session.has_tasks() => Some(t),
-        Member::Valid(_) => None,
-        Member::Invalid(_) => {
-            return Err(DispatchError::InvalidParams(
-                "params.task must be an object like {\"ttl\": 60000}".into(),
-            ));
-        }
-    };
+    let task = requested_task(params.task, session)?;
     // (`task` is only ever set on a session with the tasks API.)
     if task.is_some() && tool.policy == Policy::Sync {
         return Err(ErrorObject::new(
@@ -84,56 +60,97 @@ pub(super) async fn call(
         .into());
     }
     call.check_needs(&req, None)?;
-    if let Some(task) = task {
-        let ttl = match task.ttl {
-            // A task must live long enough to be read at least once.
-            Member::Absent | Member::Invalid(Value::Null) => None,
-            Member::Valid(ms) => Some(Duration::from_millis(ms.max(MIN_TASK_TTL_MS))),
-            Member::Invalid(_) => {
-                return Err(DispatchError::InvalidParams(
-                    "params.task.ttl must be a non-negative integer of milliseconds".into(),
-                ));
-            }
-        };
-        let Launched {
-            id,
-            created_ms,
-            ttl_ms,
-            mut guard,
-            ..
-        } = launch::start(state, &mut req, &call, args, Map::new(), ttl, false).await?;
-        guard.disarm();
-        // Its status changes then reach the session's GET stream, on any gateway, and
-        // tasks/list shows it.
-        if let Err(e) = state
-            .store
-            .note_session_task(
-                &session.id,
-                &session.list_scope(),
-                &id,
-                created_ms.saturating_add(i64::try_from(ttl_ms).unwrap_or(i64::MAX)),
-                super::SESSION_IDLE,
-                state.config.tasks.max_ttl,
-            )
-            .await
-        {
-            tracing::warn!(task.id = %id, error = %e, "cannot add the task to its session's stream");
-        }
-        let created = mcp_tasks_protocol::time::rfc3339_millis(created_ms);
-        let result = json!({
-            "task": {
-                "taskId": id,
-                "status": "working",
-                "createdAt": created,
-                "lastUpdatedAt": created,
-                "ttl": ttl_ms,
-                "pollInterval": tool.poll_interval_ms,
-            },
-        });
-        return Ok(Reply::Json(jsonrpc::result_bytes(&req.id, &result)));
+    match task {
+        Some(task) => start_task(state, session, req, &call, args, task).await,
+        None => wait_for_result(state, session, req, &call, args, accepts_sse).await,
     }
+}
+
+/// `params.task`: a task-augmented call, on a session with the tasks API (elsewhere the
+/// member is ignored, and the call is synchronous).
+fn requested_task(
+    task: Member<TaskMetadata>,
+    session: &Session,
+) -> Result<Option<TaskMetadata>, DispatchError> {
+    match task {
+        Member::Absent | Member::Invalid(Value::Null) => Ok(None),
+        Member::Valid(t) if session.has_tasks() => Ok(Some(t)),
+        Member::Valid(_) => Ok(None),
+        Member::Invalid(_) => Err(DispatchError::InvalidParams(
+            "params.task must be an object like {\"ttl\": 60000}".into(),
+        )),
+    }
+}
+
+/// A task-augmented call: start the task and answer with it at once (2025-11-25).
+async fn start_task(
+    state: &Arc<State>,
+    session: &Session,
+    mut req: Request,
+    call: &Prepared,
+    args: Value,
+    task: TaskMetadata,
+) -> Result<Reply, DispatchError> {
+    let ttl = match task.ttl {
+        // A task must live long enough to be read at least once.
+        Member::Absent | Member::Invalid(Value::Null) => None,
+        Member::Valid(ms) => Some(Duration::from_millis(ms.max(MIN_TASK_TTL_MS))),
+        Member::Invalid(_) => {
+            return Err(DispatchError::InvalidParams(
+                "params.task.ttl must be a non-negative integer of milliseconds".into(),
+            ));
+        }
+    };
+    let launched = launch::start(state, &mut req, call, args, Map::new(), ttl, false).await?;
+    let (status, updated_ms) = (launched.status(), launched.updated_ms());
+    let Launched {
+        id,
+        created_ms,
+        ttl_ms,
+        mut guard,
+        ..
+    } = launched;
+    guard.disarm();
+    // Its status changes then reach the session's GET stream, on any gateway, and
+    // tasks/list shows it.
+    if let Err(e) = state
+        .store
+        .note_session_task(
+            &session.id,
+            &session.list_scope(),
+            &id,
+            created_ms.saturating_add(i64::try_from(ttl_ms).unwrap_or(i64::MAX)),
+            super::SESSION_IDLE,
+            state.config.tasks.max_ttl,
+        )
+        .await
+    {
+        tracing::warn!(task.id = %id, error = %e, "cannot add the task to its session's stream");
+    }
+    let result = json!({
+        "task": {
+            "taskId": id,
+            "status": status,
+            "createdAt": mcp_tasks_protocol::time::rfc3339_millis(created_ms),
+            "lastUpdatedAt": mcp_tasks_protocol::time::rfc3339_millis(updated_ms),
+            "ttl": ttl_ms,
+            "pollInterval": call.tool.poll_interval_ms,
+        },
+    });
+    Ok(Reply::Json(jsonrpc::result_bytes(&req.id, &result)))
+}
+
+/// A synchronous call: start its task and follow it to its response, on an SSE stream or
+/// (without one) in a JSON reply that waits as long as MCPT_SYNC_TIMEOUT.
+async fn wait_for_result(
+    state: &Arc<State>,
+    session: &Session,
+    mut req: Request,
+    call: &Prepared,
+    args: Value,
+    accepts_sse: bool,
+) -> Result<Reply, DispatchError> {
     let progress = req.meta.get(PROGRESS_TOKEN_KEY).cloned();
-    // Without a stream the answer must wait in one response, as long as MCPT_SYNC_TIMEOUT.
     let deadline = (!accepts_sse).then(|| Instant::now() + state.config.sync_timeout);
     let ttl_cap = (!accepts_sse).then(|| state.config.sync_timeout + SYNC_TASK_SLACK);
     let Launched {
@@ -142,24 +159,13 @@ pub(super) async fn call(
         guard,
         ttl_ms,
         ..
-    } = launch::start(state, &mut req, &call, args, Map::new(), ttl_cap, true).await?;
+    } = launch::start(state, &mut req, call, args, Map::new(), ttl_cap, true).await?;
     let Some(watch) = watch else {
         return Err(DispatchError::Internal(
             "no watch for a waiting call".into(),
         ));
     };
-    // Request ids are the client's: a long one is not worth remembering.
-    let remembered = serde_json::to_string(&req.id)
-        .ok()
-        .filter(|rid| rid.len() <= MAX_REMEMBERED_ID);
-    if let Some(rid) = &remembered
-        && let Err(e) = state
-            .store
-            .remember_call(&session.id, rid, &id, Duration::from_millis(ttl_ms))
-            .await
-    {
-        tracing::warn!(task.id = %id, error = %e, "cannot remember the call's task; notifications/cancelled will not reach it");
-    }
+    let remembered = remember_call(state, session, &req.id, &id, ttl_ms).await;
     let mut rx = follow(
         state.clone(),
         watch,
@@ -169,11 +175,11 @@ pub(super) async fn call(
             request_id: req.id.clone(),
             progress,
             guard: Some(guard),
-            outlives: tool.outlives_caller,
+            outlives: call.tool.outlives_caller,
             related: false,
             json_only: !accepts_sse,
             deadline,
-            name: name.to_owned(),
+            name: call.name.clone(),
             remembered: remembered.map(|rid| (session.id.clone(), rid)),
             _slot: None,
         },
@@ -189,6 +195,30 @@ pub(super) async fn call(
     }
 }
 
+/// Map the request id (as JSON) to the call's task, so `notifications/cancelled` finds
+/// it; the id remembered, if it was.
+async fn remember_call(
+    state: &Arc<State>,
+    session: &Session,
+    request_id: &Id,
+    task_id: &str,
+    ttl_ms: u64,
+) -> Option<String> {
+    // Request ids are the client's: a long one is not worth remembering.
+    let remembered = serde_json::to_string(request_id)
+        .ok()
+        .filter(|rid| rid.len() <= MAX_REMEMBERED_ID);
+    if let Some(rid) = &remembered
+        && let Err(e) = state
+            .store
+            .remember_call(&session.id, rid, task_id, Duration::from_millis(ttl_ms))
+            .await
+    {
+        tracing::warn!(task.id = %task_id, error = %e, "cannot remember the call's task; notifications/cancelled will not reach it");
+    }
+    remembered
+}
+
 /// The task a session's synchronous request runs as.
 pub(super) async fn task_of_request(
     state: &Arc<State>,
@@ -201,333 +231,6 @@ pub(super) async fn task_of_request(
         Err(e) => {
             tracing::warn!(error = %e, "cannot look up a cancelled call");
             None
-        }
-    }
-}
-
-/// Add the related-task `_meta` entry to a message's params or result, keeping its `_meta`.
-fn tag_related(obj: &mut Map<String, Value>, task_id: &str) {
-    let meta = obj
-        .entry("_meta")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if let Value::Object(m) = meta {
-        m.insert(RELATED_TASK_KEY.into(), json!({ "taskId": task_id }));
-    }
-}
-
-/// What to follow and how to answer.
-pub(super) struct Follow {
-    pub(super) task_id: String,
-    pub(super) owner: String,
-    /// The request the stream answers.
-    pub(super) request_id: Id,
-    /// The request's `progressToken`: status messages become `notifications/progress`.
-    pub(super) progress: Option<Value>,
-    /// Armed: the task is cancelled if the client leaves first.
-    pub(super) guard: Option<CancelOnDrop>,
-    /// The tool keeps running when its caller leaves.
-    pub(super) outlives: bool,
-    /// `tasks/result`: messages carry the related-task `_meta`, and status changes are
-    /// sent as `notifications/tasks/status`.
-    pub(super) related: bool,
-    /// Send only the final response, unframed (a JSON reply); input requests are an error.
-    pub(super) json_only: bool,
-    /// Give up at this instant (JSON replies).
-    pub(super) deadline: Option<Instant>,
-    /// The tool, for messages.
-    pub(super) name: String,
-    /// (session, request id) whose mapping to this task is forgotten at the end.
-    pub(super) remembered: Option<(String, String)>,
-    /// The caller's `MCPT_LIMIT_LISTENERS` slot a `tasks/result` stream holds while open
-    /// (never read: dropped with the follower, it is given back).
-    pub(super) _slot: Option<ListenerSlot>,
-}
-
-/// Follow a task until it ends, on a spawned task feeding the returned stream.
-pub(super) fn follow(state: Arc<State>, watch: Watch, f: Follow) -> mpsc::Receiver<Bytes> {
-    let (tx, rx) = mpsc::channel(16);
-    tokio::spawn(run(state, watch, f, tx));
-    rx
-}
-
-/// Why following stopped.
-enum Stop {
-    /// The client went away.
-    Left,
-    /// The final response was sent.
-    Done,
-    /// The gateway is draining: the stream was ended with an error saying so.
-    Drain,
-}
-
-struct Follower {
-    f: Follow,
-    tx: mpsc::Sender<Bytes>,
-    seen_version: u64,
-    last_message: Option<String>,
-    last_status: Option<TaskStatus>,
-    asked: HashSet<String>,
-    progress_n: u64,
-}
-
-impl Follower {
-    async fn send(&self, json: &[u8]) -> Result<(), Stop> {
-        let frame = if self.f.json_only {
-            Bytes::copy_from_slice(json)
-        } else {
-            sse_event(json)
-        };
-        self.tx.send(frame).await.map_err(|_| Stop::Left)
-    }
-
-    async fn finish_with_error(&mut self, error: ErrorObject) -> Stop {
-        let bytes = jsonrpc::error_bytes(Some(&self.f.request_id), &error);
-        match self.send(&bytes).await {
-            Ok(()) => Stop::Done,
-            Err(stop) => stop,
-        }
-    }
-
-    /// Act on one state of the task; `Err` ends the stream.
-    async fn on_record(&mut self, rec: &TaskRecord) -> Result<(), Stop> {
-        if self.seen_version != 0 && rec.version <= self.seen_version {
-            return Ok(());
-        }
-        self.seen_version = rec.version;
-        let task = rec.to_detailed();
-        if self.f.json_only {
-            if task.status == TaskStatus::InputRequired {
-                // A synchronous call is then cancelled (its guard stays armed, as in a 2026
-                // synchronous call); a task followed by tasks/result keeps waiting.
-                let why = if self.f.guard.is_some() {
-                    format!(
-                        "tool {} needs input while it runs, which a JSON response cannot carry; send Accept: text/event-stream. The call was cancelled",
-                        self.f.name
-                    )
-                } else {
-                    format!(
-                        "task {} is waiting for input, which a JSON response cannot carry: call tasks/result with Accept: text/event-stream",
-                        self.f.task_id
-                    )
-                };
-                return Err(self
-                    .finish_with_error(ErrorObject::new(INTERNAL_ERROR, why))
-                    .await);
-            }
-        } else {
-            if self.f.related && self.last_status != Some(task.status) {
-                // The notification names its task already: the spec asks for no related-task
-                // metadata on it.
-                let params = super::tasks::task_json(&task);
-                let n = json!({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": params});
-                self.send(n.to_string().as_bytes()).await?;
-            }
-            if let Some(token) = &self.f.progress
-                && task.status == TaskStatus::Working
-                && task.status_message.is_some()
-                && task.status_message != self.last_message
-            {
-                self.progress_n += 1;
-                let mut params = json!({
-                    "progressToken": token,
-                    "progress": self.progress_n,
-                    "message": task.status_message,
-                });
-                if self.f.related {
-                    params["_meta"] = related_task_meta(&self.f.task_id);
-                }
-                let n =
-                    json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params});
-                self.send(n.to_string().as_bytes()).await?;
-            }
-            if let Some(requests) = &task.input_requests {
-                for (key, request) in requests {
-                    if !self.asked.insert(key.clone()) {
-                        continue;
-                    }
-                    let Ok(mut request) = serde_json::from_str::<Map<String, Value>>(request.get())
-                    else {
-                        continue;
-                    };
-                    if self.f.related {
-                        let params = request
-                            .entry("params")
-                            .or_insert_with(|| Value::Object(Map::new()));
-                        if let Value::Object(p) = params {
-                            tag_related(p, &self.f.task_id);
-                        }
-                    }
-                    request.insert("jsonrpc".into(), json!("2.0"));
-                    request.insert("id".into(), json!(input_request_id(&self.f.task_id, key)));
-                    self.send(Value::Object(request).to_string().as_bytes())
-                        .await?;
-                }
-            }
-        }
-        self.last_status = Some(task.status);
-        self.last_message.clone_from(&task.status_message);
-        if !task.status.is_terminal() {
-            return Ok(());
-        }
-        let bytes = match task.status {
-            TaskStatus::Completed => {
-                let mut result: Map<String, Value> = task
-                    .result
-                    .as_ref()
-                    .and_then(|r| serde_json::from_str(r.get()).ok())
-                    .unwrap_or_default();
-                if self.f.related {
-                    tag_related(&mut result, &self.f.task_id);
-                }
-                jsonrpc::result_bytes(&self.f.request_id, &result)
-            }
-            TaskStatus::Failed => jsonrpc::error_bytes(
-                Some(&self.f.request_id),
-                &task
-                    .error
-                    .clone()
-                    .unwrap_or_else(|| ErrorObject::new(INTERNAL_ERROR, "the tool failed")),
-            ),
-            _ => jsonrpc::error_bytes(
-                Some(&self.f.request_id),
-                &ErrorObject::new(
-                    INTERNAL_ERROR,
-                    format!("task {} was cancelled", self.f.task_id),
-                ),
-            ),
-        };
-        if let Some(guard) = self.f.guard.as_mut() {
-            guard.disarm();
-        }
-        self.send(&bytes).await?;
-        Err(Stop::Done)
-    }
-}
-
-async fn run(state: Arc<State>, mut watch: Watch, f: Follow, tx: mpsc::Sender<Bytes>) {
-    let mut me = Follower {
-        f,
-        tx,
-        seen_version: 0,
-        last_message: None,
-        last_status: None,
-        asked: HashSet::new(),
-        progress_n: 0,
-    };
-    let stop = follow_until_done(&state, &mut watch, &mut me).await;
-    if let Some(mut guard) = me.f.guard.take() {
-        guard.disarm();
-        let leave = match stop {
-            Stop::Done => false,
-            Stop::Left => {
-                tracing::info!(task.id = %me.f.task_id, outlives = me.f.outlives, "caller left a synchronous call");
-                true
-            }
-            Stop::Drain => true,
-        };
-        // Cancelled here, awaited (a drop guard's spawned cancel may not run at shutdown).
-        if leave
-            && !me.f.outlives
-            && let Err(e) = state.store.cancel(&me.f.task_id, &me.f.owner).await
-        {
-            tracing::warn!(task.id = %me.f.task_id, error = %e, "cannot cancel the call's task");
-        }
-    }
-    if let Some((session, rid)) = &me.f.remembered
-        && let Err(e) = state.store.forget_call(session, rid).await
-    {
-        tracing::debug!(error = %e, "cannot forget a finished call");
-    }
-}
-
-async fn follow_until_done(state: &Arc<State>, watch: &mut Watch, me: &mut Follower) -> Stop {
-    let mut keepalive = tokio::time::interval(KEEPALIVE);
-    keepalive.tick().await;
-    let mut pending = match state.store.get_task(&me.f.task_id, &me.f.owner).await {
-        Ok(Some(rec)) => Some(rec),
-        Ok(None) => {
-            return me
-                .finish_with_error(ErrorObject::new(jsonrpc::INVALID_PARAMS, "Task not found"))
-                .await;
-        }
-        Err(e) => {
-            tracing::warn!(task.id = %me.f.task_id, error = %e, "cannot read the task; waiting for its events");
-            None
-        }
-    };
-    let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
-    let deadline = me.f.deadline.unwrap_or(far);
-    let mut expires = far;
-    loop {
-        let rec = match pending.take() {
-            Some(rec) => rec,
-            None => {
-                let event = tokio::select! {
-                    () = me.tx.closed() => return Stop::Left,
-                    () = state.streams_end.cancelled() => {
-                        let why = if me.f.guard.is_some() && !me.f.outlives {
-                            format!("the gateway is shutting down; task {} was cancelled: call again", me.f.task_id)
-                        } else {
-                            format!("the gateway is shutting down; task {} continues: ask again for its result", me.f.task_id)
-                        };
-                        let _ = me.finish_with_error(ErrorObject::new(INTERNAL_ERROR, why)).await;
-                        return Stop::Drain;
-                    }
-                    ev = watch.recv() => ev,
-                    _ = keepalive.tick(), if !me.f.json_only => {
-                        if me.tx.send(Bytes::from_static(b": keepalive\n\n")).await.is_err() {
-                            return Stop::Left;
-                        }
-                        continue;
-                    }
-                    () = tokio::time::sleep_until(deadline.into()) => {
-                        let why = format!(
-                            "tool {} did not finish within {} s (MCPT_SYNC_TIMEOUT); the call was cancelled",
-                            me.f.name,
-                            state.config.sync_timeout.as_secs()
-                        );
-                        return me.finish_with_error(ErrorObject::new(INTERNAL_ERROR, why)).await;
-                    }
-                    // Past its TTL a task changes without an event: read what it became.
-                    () = tokio::time::sleep_until(expires.into()) => Some(TaskEvent::Resync),
-                };
-                match event {
-                    None => {
-                        return me
-                            .finish_with_error(ErrorObject::new(
-                                INTERNAL_ERROR,
-                                "the gateway is shutting down",
-                            ))
-                            .await;
-                    }
-                    Some(TaskEvent::Changed(rec)) => Arc::unwrap_or_clone(rec),
-                    Some(TaskEvent::Resync) => {
-                        match state.store.get_task(&me.f.task_id, &me.f.owner).await {
-                            Ok(Some(rec)) => rec,
-                            Ok(None) => {
-                                return me
-                                    .finish_with_error(ErrorObject::new(
-                                        INTERNAL_ERROR,
-                                        "Task expired before completion",
-                                    ))
-                                    .await;
-                            }
-                            Err(e) => {
-                                tracing::warn!(task.id = %me.f.task_id, error = %e, "cannot re-read the task");
-                                expires = Instant::now() + Duration::from_secs(1);
-                                continue;
-                            }
-                        }
-                    }
-                }
-            }
-        };
-        if let Some(deadline_ms) = rec.deadline_ms() {
-            let left = u64::try_from(deadline_ms.saturating_sub(now_millis())).unwrap_or(0);
-            expires = Instant::now() + Duration::from_millis(left + 10);
-        }
-        if let Err(stop) = me.on_record(&rec).await {
-            return stop;
         }
     }
 }

@@ -19,6 +19,7 @@ use super::{call, tasks};
 use crate::envelope::{Request, typed};
 use crate::error::{DispatchError, Era};
 use crate::handlers::forward;
+use crate::http;
 use crate::reply::{self, Reply, ResBody};
 use crate::state::State;
 
@@ -28,8 +29,9 @@ pub(super) async fn request(
     session: Session,
     id: Id,
     method: String,
-    params: Map<String, Value>,
+    mut params: Map<String, Value>,
     accepts_sse: bool,
+    key_header: Option<&Value>,
 ) -> Response<ResBody> {
     let span = tracing::info_span!(
         "request",
@@ -39,15 +41,39 @@ pub(super) async fn request(
         protocol.version = %session.version,
         task.id = tracing::field::Empty,
     );
-    let outcome = dispatch(state, &session, id.clone(), &method, params, accepts_sse)
-        .instrument(span)
-        .await;
+    let outcome = match with_key_header(&mut params, key_header) {
+        Ok(()) => {
+            dispatch(state, &session, id.clone(), &method, params, accepts_sse)
+                .instrument(span)
+                .await
+        }
+        Err(e) => Err(e),
+    };
     match outcome {
         Ok(reply) => reply::ok(reply),
         Err(e) => {
             e.log();
             e.response(Era::Legacy, Some(&id))
         }
+    }
+}
+
+/// The `Idempotency-Key` header into `params._meta`, as on 2026-07-28 ([`http::with_key_header`]).
+fn with_key_header(
+    params: &mut Map<String, Value>,
+    key_header: Option<&Value>,
+) -> Result<(), DispatchError> {
+    if key_header.is_none() {
+        return Ok(());
+    }
+    match params
+        .entry(META)
+        .or_insert_with(|| Value::Object(Map::new()))
+    {
+        Value::Object(meta) => http::with_key_header(meta, key_header),
+        _ => Err(DispatchError::InvalidParams(
+            "params._meta must be an object".into(),
+        )),
     }
 }
 

@@ -19,13 +19,15 @@
 //! other headers it has.
 //!
 //! Layout: `session.rs` (the record, `initialize`), `dispatch.rs` (a request: method, params,
-//! handler), `call.rs` (`tools/call` and following a task), `tasks.rs` (the tasks API),
+//! handler), `call.rs` (`tools/call`), `follow.rs` (following a task to its response on a
+//! stream), `tasks.rs` (the tasks API),
 //! `answers.rs` (responses to our input requests, notifications), `stream.rs` (the `GET`
 //! stream). This file takes the HTTP requests that carry a session id.
 
 mod answers;
 mod call;
 mod dispatch;
+mod follow;
 mod session;
 mod stream;
 mod tasks;
@@ -146,93 +148,25 @@ pub(crate) async fn post(
     version_header: Option<&str>,
     body: &[u8],
     accepts_sse: bool,
+    key_header: Option<&Value>,
 ) -> Response<ResBody> {
-    let session = match session::load(state, sid, &owner).await {
-        Ok(Some(s)) => s,
-        Ok(None) => {
-            return session_missing(
-                StatusCode::NOT_FOUND,
-                "Session not found: it ended or expired; send initialize again",
-            );
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot read a session");
-            return session_missing(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the session store is unavailable; retry",
-            );
-        }
+    let session = match open_session(state, &owner, sid, version_header).await {
+        Ok(session) => session,
+        Err(refused) => return *refused,
     };
-    if let Some(v) = version_header
-        && v != session.version
-    {
-        return session_missing(
-            StatusCode::BAD_REQUEST,
-            &format!(
-                "MCP-Protocol-Version {v:?} is not this session's negotiated version {:?}",
-                session.version
-            ),
-        );
-    }
-    let message: Value = match serde_json::from_slice(body) {
-        Ok(v) => v,
-        Err(e) => {
-            return DispatchError::Parse(e.to_string()).response(Era::Legacy, None);
-        }
-    };
-    let Value::Object(mut obj) = message else {
-        return session_missing(
-            StatusCode::BAD_REQUEST,
-            "Invalid request: the body must be one JSON-RPC message object (batches are not supported)",
-        );
-    };
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return session_missing(
-            StatusCode::BAD_REQUEST,
-            "Invalid request: jsonrpc must be \"2.0\"",
-        );
-    }
-    let id = match obj.get("id") {
-        None => None,
-        Some(v) => match serde_json::from_value::<Id>(v.clone())
-            .ok()
-            .filter(Id::is_valid)
-        {
-            Some(id) => Some(id),
-            None => {
-                return session_missing(
-                    StatusCode::BAD_REQUEST,
-                    "Invalid request: id must be a string or an integer",
-                );
-            }
-        },
-    };
-    let method = match obj.remove("method") {
-        Some(Value::String(m)) => Some(m),
-        None => None,
-        Some(_) => {
-            return json_error(
-                StatusCode::BAD_REQUEST,
-                id.as_ref(),
-                &ErrorObject::new(INVALID_REQUEST, "Invalid request: method must be a string"),
-            );
-        }
-    };
-    let params = match obj.remove("params") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(p)) => p,
-        Some(_) => {
-            return json_error(
-                StatusCode::BAD_REQUEST,
-                id.as_ref(),
-                &ErrorObject::new(INVALID_REQUEST, "Invalid request: params must be an object"),
-            );
-        }
+    let Message {
+        id,
+        method,
+        params,
+        rest,
+    } = match Message::read(body) {
+        Ok(message) => message,
+        Err(refused) => return *refused,
     };
     match (method, id) {
         // A response to one of our input requests.
-        (None, Some(id)) if obj.contains_key("result") || obj.contains_key("error") => {
-            answers::respond(state, &session, &id, obj).await
+        (None, Some(id)) if rest.contains_key("result") || rest.contains_key("error") => {
+            answers::respond(state, &session, &id, rest).await
         }
         (None, _) => session_missing(
             StatusCode::BAD_REQUEST,
@@ -250,7 +184,117 @@ pub(crate) async fn post(
             }
         }
         (Some(method), Some(id)) => {
-            dispatch::request(state, session, id, method, params, accepts_sse).await
+            dispatch::request(state, session, id, method, params, accepts_sse, key_header).await
         }
+    }
+}
+
+/// The caller's session named by `sid`, if the version header (when sent) is its
+/// negotiated version; else the response refusing the request (boxed: responses are large).
+async fn open_session(
+    state: &Arc<State>,
+    owner: &str,
+    sid: &str,
+    version_header: Option<&str>,
+) -> Result<session::Session, Box<Response<ResBody>>> {
+    let session = match session::load(state, sid, owner).await {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            return Err(Box::new(session_missing(
+                StatusCode::NOT_FOUND,
+                "Session not found: it ended or expired; send initialize again",
+            )));
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read a session");
+            return Err(Box::new(session_missing(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the session store is unavailable; retry",
+            )));
+        }
+    };
+    if let Some(v) = version_header
+        && v != session.version
+    {
+        return Err(Box::new(session_missing(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "MCP-Protocol-Version {v:?} is not this session's negotiated version {:?}",
+                session.version
+            ),
+        )));
+    }
+    Ok(session)
+}
+
+/// One JSON-RPC message of a session: a request, a notification, or a response to one of
+/// our input requests.
+struct Message {
+    /// The id (`None`: a notification).
+    id: Option<Id>,
+    /// The method (`None`: a response, or a mistake).
+    method: Option<String>,
+    /// `params` (empty when absent or `null`).
+    params: Map<String, Value>,
+    /// The other members (`result`, `error`, …).
+    rest: Map<String, Value>,
+}
+
+impl Message {
+    /// Read the body, or answer why it is no JSON-RPC message.
+    fn read(body: &[u8]) -> Result<Message, Box<Response<ResBody>>> {
+        let message: Value = serde_json::from_slice(body).map_err(|e| {
+            Box::new(DispatchError::Parse(e.to_string()).response(Era::Legacy, None))
+        })?;
+        let Value::Object(mut obj) = message else {
+            return Err(Box::new(session_missing(
+                StatusCode::BAD_REQUEST,
+                "Invalid request: the body must be one JSON-RPC message object (batches are not supported)",
+            )));
+        };
+        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Err(Box::new(session_missing(
+                StatusCode::BAD_REQUEST,
+                "Invalid request: jsonrpc must be \"2.0\"",
+            )));
+        }
+        let id = match obj.get("id") {
+            None => None,
+            Some(v) => match serde_json::from_value::<Id>(v.clone())
+                .ok()
+                .filter(Id::is_valid)
+            {
+                Some(id) => Some(id),
+                None => {
+                    return Err(Box::new(session_missing(
+                        StatusCode::BAD_REQUEST,
+                        "Invalid request: id must be a string or an integer",
+                    )));
+                }
+            },
+        };
+        let invalid = |why: &str| {
+            Box::new(json_error(
+                StatusCode::BAD_REQUEST,
+                id.as_ref(),
+                &ErrorObject::new(INVALID_REQUEST, why),
+            ))
+        };
+        let method = match obj.remove("method") {
+            Some(Value::String(m)) => Some(m),
+            None => None,
+            Some(_) => return Err(invalid("Invalid request: method must be a string")),
+        };
+        let params = match obj.remove("params") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(p)) => p,
+            Some(_) => return Err(invalid("Invalid request: params must be an object")),
+        };
+        Ok(Message {
+            id,
+            method,
+            params,
+            rest: obj,
+        })
     }
 }

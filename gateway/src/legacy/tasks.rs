@@ -13,7 +13,7 @@ use mcp_tasks_protocol::time::{now_millis, rfc3339_millis};
 use mcp_tasks_store::{TaskRecord, is_plausible_task_id};
 use serde_json::{Value, json};
 
-use super::call::{Follow, follow};
+use super::follow::{Follow, follow};
 use super::session::Session;
 use crate::envelope::Request;
 use crate::error::DispatchError;

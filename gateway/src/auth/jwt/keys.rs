@@ -5,7 +5,11 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::crypto::CryptoProvider;
+use jsonwebtoken::jwk::{
+    AlgorithmParameters, EllipticCurve, Jwk, KeyOperations, OtherKeyParameters, PublicKeyUse,
+};
 use jsonwebtoken::{Algorithm, DecodingKey};
+use serde::Deserialize as _;
 use serde_json::Value;
 
 use super::{JwtError, accepted_algorithm};
@@ -105,95 +109,153 @@ impl Key {
     }
 
     /// Read one JWK; `Err` says why it is not a usable signing key.
-    pub(super) fn from_jwk(jwk: &Value, provider: &CryptoProvider) -> Result<Key, String> {
-        if !jwk.is_object() {
-            return Err("not a JSON object".to_owned());
-        }
-        let text = |name: &str| -> Result<Option<&str>, String> {
-            match jwk.get(name) {
-                None => Ok(None),
-                Some(Value::String(value)) => Ok(Some(value)),
-                Some(_) => Err(format!("\"{name}\" is not a string")),
-            }
-        };
-        let required = |name: &str| -> Result<&str, String> {
-            text(name)?.ok_or_else(|| format!("no \"{name}\""))
-        };
-        let bytes = |name: &str| -> Result<Vec<u8>, String> {
-            URL_SAFE_NO_PAD
-                .decode(required(name)?)
-                .map_err(|_| format!("\"{name}\" is not base64url"))
-        };
-        let kid = text("kid")?.map(str::to_owned);
-        if let Some(usage) = text("use")?
-            && usage != "sig"
+    pub(super) fn from_jwk(value: &Value, provider: &CryptoProvider) -> Result<Key, String> {
+        let jwk = read_jwk(value)?;
+        let common = &jwk.common;
+        if let Some(usage) = &common.public_key_use
+            && *usage != PublicKeyUse::Signature
         {
+            let usage = match usage {
+                PublicKeyUse::Signature => "sig",
+                PublicKeyUse::Encryption => "enc",
+                PublicKeyUse::Other(other) => other,
+            };
             return Err(format!("\"use\" is {usage:?}, not \"sig\""));
         }
-        if let Some(ops) = jwk.get("key_ops")
-            && !ops
-                .as_array()
-                .is_some_and(|ops| ops.iter().any(|op| op == "verify"))
+        if let Some(ops) = &common.key_operations
+            && !ops.contains(&KeyOperations::Verify)
         {
             return Err("\"key_ops\" lacks \"verify\"".to_owned());
         }
-        let alg = match text("alg")? {
+        // The name as sent (a string: `read_jwk`): the library reads every name it does not
+        // know as one `UNKNOWN_ALGORITHM`, and the message names it.
+        let alg = match value.get("alg").and_then(Value::as_str) {
             None => None,
             Some(name) => Some(
                 accepted_algorithm(name)
                     .ok_or_else(|| format!("algorithm {name:?} is not accepted"))?,
             ),
         };
-        let (kind, decoding) = match (required("kty")?, text("crv")?) {
-            ("RSA", _) => {
-                let (n, e) = (bytes("n")?, bytes("e")?);
-                check_rsa(&n, &e)?;
-                (KeyKind::Rsa, DecodingKey::from_rsa_raw_components(&n, &e))
-            }
-            ("EC", Some(curve @ ("P-256" | "P-384"))) => {
-                let (kind, size) = if curve == "P-256" {
-                    (KeyKind::P256, 32)
-                } else {
-                    (KeyKind::P384, 48)
-                };
-                let (x, y) = (bytes("x")?, bytes("y")?);
-                if x.len() != size || y.len() != size {
-                    return Err(format!("coordinates are not {size} bytes"));
-                }
-                let key = DecodingKey::from_ec_components(required("x")?, required("y")?)
-                    .map_err(|_| "unreadable \"x\" or \"y\"".to_owned())?;
-                (kind, key)
-            }
-            ("OKP", Some("Ed25519")) => {
-                if bytes("x")?.len() != 32 {
-                    return Err("\"x\" is not 32 bytes".to_owned());
-                }
-                let key = DecodingKey::from_ed_components(required("x")?)
-                    .map_err(|_| "unreadable \"x\"".to_owned())?;
-                (KeyKind::Ed25519, key)
-            }
-            ("oct", _) => return Err("symmetric keys are never accepted".to_owned()),
-            (kty @ ("EC" | "OKP"), curve) => {
-                return Err(format!("{kty} curve {curve:?} is not supported"));
-            }
-            (kty, _) => return Err(format!("key type {kty:?} is not supported")),
-        };
+        let kind = key_kind(&jwk.algorithm)?;
         if let Some(alg) = alg
             && !kind.allows(alg)
         {
             return Err(format!("algorithm {alg:?} does not fit a {kind:?} key"));
         }
+        let decoding = DecodingKey::from_jwk(&jwk).map_err(|_| match kind {
+            KeyKind::Rsa => "unreadable \"n\" or \"e\"".to_owned(),
+            KeyKind::P256 | KeyKind::P384 => "unreadable \"x\" or \"y\"".to_owned(),
+            KeyKind::Ed25519 => "unreadable \"x\"".to_owned(),
+        })?;
         // Parse the key now rather than on the first token.
         let probe = alg.unwrap_or(kind.probe_algorithm());
         (provider.verifier_factory)(&probe, &decoding)
             .map_err(|e| format!("invalid key material: {e}"))?;
         Ok(Key {
-            kid,
+            kid: common.key_id.clone(),
             alg,
             kind,
             decoding,
         })
     }
+}
+
+/// One member of the set as the library's [`Jwk`].
+fn read_jwk(value: &Value) -> Result<Jwk, String> {
+    if !value.is_object() {
+        return Err("not a JSON object".to_owned());
+    }
+    // The library reads a null member as absent and a number as an enum variant's index;
+    // such keys were refused, and still are.
+    if let Some(name) = ["kid", "use", "alg", "kty", "crv"]
+        .into_iter()
+        .find(|name| value.get(name).is_some_and(|member| !member.is_string()))
+    {
+        return Err(format!("\"{name}\" is not a string"));
+    }
+    if value.get("key_ops").is_some_and(|ops| !ops.is_array()) {
+        return Err("\"key_ops\" lacks \"verify\"".to_owned());
+    }
+    Jwk::deserialize(value).map_err(|e| format!("not a JWK: {e}"))
+}
+
+/// The key's type and curve, once its material has the sizes and bounds accepted.
+fn key_kind(params: &AlgorithmParameters) -> Result<KeyKind, String> {
+    match params {
+        AlgorithmParameters::RSA(rsa) => {
+            check_rsa(&base64url("n", &rsa.n)?, &base64url("e", &rsa.e)?)?;
+            Ok(KeyKind::Rsa)
+        }
+        AlgorithmParameters::EllipticCurve(ec) => {
+            let (kind, size) = match ec.curve {
+                EllipticCurve::P256 => (KeyKind::P256, 32),
+                EllipticCurve::P384 => (KeyKind::P384, 48),
+                ref other => return Err(unsupported_curve("EC", Some(curve_name(other)))),
+            };
+            let (x, y) = (base64url("x", &ec.x)?, base64url("y", &ec.y)?);
+            if x.len() != size || y.len() != size {
+                return Err(format!("coordinates are not {size} bytes"));
+            }
+            Ok(kind)
+        }
+        AlgorithmParameters::OctetKeyPair(okp) => {
+            if okp.curve != EllipticCurve::Ed25519 {
+                return Err(unsupported_curve("OKP", Some(curve_name(&okp.curve))));
+            }
+            if base64url("x", &okp.x)?.len() != 32 {
+                return Err("\"x\" is not 32 bytes".to_owned());
+            }
+            Ok(KeyKind::Ed25519)
+        }
+        AlgorithmParameters::OctetKey(_) => Err("symmetric keys are never accepted".to_owned()),
+        AlgorithmParameters::Other(other) => Err(unreadable(other)),
+        _ => Err("key type not supported".to_owned()),
+    }
+}
+
+/// Why a JWK the library could not give parameters of its type is unusable: an unknown
+/// type or curve, or a member of a known type missing or not a string.
+fn unreadable(other: &OtherKeyParameters) -> String {
+    let text = |name: &str| other.fields.get(name).and_then(Value::as_str);
+    let members: &[&str] = match (text("kty"), text("crv")) {
+        (None, _) => return "no \"kty\"".to_owned(),
+        (Some("oct"), _) => return "symmetric keys are never accepted".to_owned(),
+        (Some("RSA"), _) => &["n", "e"],
+        (Some("EC"), Some("P-256" | "P-384")) => &["x", "y"],
+        (Some("OKP"), Some("Ed25519")) => &["x"],
+        (Some(kty @ ("EC" | "OKP")), curve) => return unsupported_curve(kty, curve),
+        (Some(kty), _) => return format!("key type {kty:?} is not supported"),
+    };
+    for name in members {
+        match other.fields.get(*name) {
+            None => return format!("no \"{name}\""),
+            Some(Value::String(_)) => {}
+            Some(_) => return format!("\"{name}\" is not a string"),
+        }
+    }
+    "not a JWK".to_owned()
+}
+
+fn unsupported_curve(kty: &str, curve: Option<&str>) -> String {
+    format!("{kty} curve {curve:?} is not supported")
+}
+
+/// The JOSE name of a curve.
+fn curve_name(curve: &EllipticCurve) -> &'static str {
+    match curve {
+        EllipticCurve::P256 => "P-256",
+        EllipticCurve::P384 => "P-384",
+        EllipticCurve::P521 => "P-521",
+        EllipticCurve::Ed25519 => "Ed25519",
+        _ => "unknown",
+    }
+}
+
+/// A key member's bytes.
+fn base64url(name: &str, text: &str) -> Result<Vec<u8>, String> {
+    URL_SAFE_NO_PAD
+        .decode(text)
+        .map_err(|_| format!("\"{name}\" is not base64url"))
 }
 
 /// The RSA public key checks the `rsa` crate makes when verifying, plus a 2048-bit floor.
@@ -232,6 +294,7 @@ pub(super) fn significant_bits(bytes: &[u8]) -> usize {
 pub(super) fn parse_jwks(document: &[u8]) -> Result<(KeySet, Vec<String>), String> {
     let value: Value =
         serde_json::from_slice(document).map_err(|e| format!("not a JSON document: {e}"))?;
+    // Not `JwkSet`: it refuses the whole set for one malformed key, which is skipped here.
     let Some(jwks) = value.get("keys").and_then(Value::as_array) else {
         return Err("no \"keys\" array".to_owned());
     };
@@ -260,4 +323,105 @@ pub(super) fn parse_jwks(document: &[u8]) -> Result<(KeySet, Vec<String>), Strin
         return Err(format!("no usable signing key ({why})"));
     }
     Ok((KeySet { keys }, skipped))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::parse_jwks;
+
+    /// Why each unusable JWK is skipped: the reasons a set of only such keys is refused with.
+    #[test]
+    fn skipped_keys_say_why() {
+        let coordinate = "A".repeat(43);
+        let cases = [
+            (json!("not an object"), "not a JSON object"),
+            (json!({"crv": "P-256"}), "no \"kty\""),
+            (
+                json!({"kty": 0, "crv": "P-256", "x": coordinate, "y": coordinate}),
+                "\"kty\" is not a string",
+            ),
+            (
+                json!({"kty": "EC", "crv": 0, "x": coordinate, "y": coordinate}),
+                "\"crv\" is not a string",
+            ),
+            (
+                json!({"kty": "EC", "crv": "P-256", "x": coordinate, "y": coordinate, "use": null}),
+                "\"use\" is not a string",
+            ),
+            (
+                json!({"kty": "EC", "crv": "P-256", "x": coordinate, "y": coordinate, "kid": 7}),
+                "\"kid\" is not a string",
+            ),
+            (
+                json!({"kty": "EC", "crv": "P-256", "x": coordinate, "y": coordinate, "use": "enc"}),
+                "\"use\" is \"enc\", not \"sig\"",
+            ),
+            (
+                json!({"kty": "EC", "crv": "P-256", "x": coordinate, "y": coordinate, "key_ops": ["sign"]}),
+                "\"key_ops\" lacks \"verify\"",
+            ),
+            (
+                json!({"kty": "EC", "crv": "P-256", "x": coordinate, "y": coordinate, "alg": "ES512"}),
+                "algorithm \"ES512\" is not accepted",
+            ),
+            (
+                json!({"kty": "EC", "crv": "P-256", "x": coordinate, "y": coordinate, "alg": "RS256"}),
+                "algorithm RS256 does not fit a P256 key",
+            ),
+            (
+                json!({"kty": "EC", "crv": "P-521", "x": coordinate, "y": coordinate}),
+                "EC curve Some(\"P-521\") is not supported",
+            ),
+            (
+                json!({"kty": "EC", "crv": "secp256k1", "x": coordinate, "y": coordinate}),
+                "EC curve Some(\"secp256k1\") is not supported",
+            ),
+            (
+                json!({"kty": "OKP", "crv": "X25519", "x": coordinate}),
+                "OKP curve Some(\"X25519\") is not supported",
+            ),
+            (
+                json!({"kty": "EC", "crv": "P-256", "x": coordinate}),
+                "no \"y\"",
+            ),
+            (
+                json!({"kty": "EC", "crv": "P-256", "x": "!!", "y": coordinate}),
+                "\"x\" is not base64url",
+            ),
+            (
+                json!({"kty": "EC", "crv": "P-256", "x": "AA", "y": "AA"}),
+                "coordinates are not 32 bytes",
+            ),
+            (
+                json!({"kty": "OKP", "crv": "Ed25519", "x": "AA"}),
+                "\"x\" is not 32 bytes",
+            ),
+            (json!({"kty": "RSA", "n": "AA"}), "no \"e\""),
+            (
+                json!({"kty": "RSA", "n": "AA", "e": 3}),
+                "\"e\" is not a string",
+            ),
+            (
+                json!({"kty": "RSA", "n": "AQAB", "e": "AQAB"}),
+                "RSA modulus of 17 bits",
+            ),
+            (
+                json!({"kty": "oct", "k": "c2VjcmV0"}),
+                "symmetric keys are never accepted",
+            ),
+            (json!({"kty": "XYZ"}), "key type \"XYZ\" is not supported"),
+        ];
+        for (jwk, why) in cases {
+            let document = json!({"keys": [jwk]}).to_string();
+            let Err(error) = parse_jwks(document.as_bytes()) else {
+                panic!("accepted: {document}");
+            };
+            assert!(
+                error.contains("key 0") && error.contains(why),
+                "{error} / {why}"
+            );
+        }
+    }
 }
