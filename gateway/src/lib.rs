@@ -61,9 +61,12 @@ use crate::state::State;
 /// load the key set), so a binary can refuse a bad configuration before it says it listens.
 ///
 /// # Errors
-/// The one-line reason.
-pub async fn check_auth(config: &GatewayConfig) -> Result<(), String> {
-    auth::Authenticator::new(&config.auth).await.map(drop)
+/// [`GatewayError::Auth`], whose text is the one-line reason.
+pub async fn check_auth(config: &GatewayConfig) -> Result<(), GatewayError> {
+    auth::Authenticator::new(&config.auth)
+        .await
+        .map(drop)
+        .map_err(GatewayError::Auth)
 }
 
 /// Why the gateway stopped with an error.
@@ -77,7 +80,7 @@ pub enum GatewayError {
     Io(#[from] std::io::Error),
     /// Authentication cannot be set up (token file or key set unreadable).
     #[error("{0}")]
-    Auth(String),
+    Auth(auth::AuthError),
     /// The address is reachable and the configuration would serve it unauthenticated.
     #[error("{0}")]
     Exposed(#[from] mcp_tasks_shared::config::Exposure),

@@ -30,14 +30,18 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::crypto::CryptoProvider;
-use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, Validation};
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
+mod errors;
 mod keys;
 mod source;
+
+use errors::KeySetError;
+use errors::library_error;
+pub(crate) use errors::{JwtConfigError, JwtError};
 
 use keys::{Key, KeySet, parse_jwks};
 #[cfg(test)]
@@ -88,46 +92,6 @@ pub(crate) struct JwtConfig {
     pub(crate) leeway: Duration,
 }
 
-/// Why a token was refused. The text is short and safe for a `WWW-Authenticate`
-/// `error_description`: it never holds the token or its claims.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum JwtError {
-    /// Not three base64url parts, unreadable JSON, a claim of the wrong type, or too long.
-    #[error("malformed token")]
-    Malformed,
-    /// No key of the set has the token's `kid` (or, without `kid`, the set has several).
-    #[error("token signing key not known")]
-    UnknownKey,
-    /// The signature does not verify with the selected key.
-    #[error("token signature invalid")]
-    BadSignature,
-    /// `exp` is past, beyond the leeway.
-    #[error("token expired")]
-    Expired,
-    /// `nbf` is ahead, beyond the leeway.
-    #[error("token not yet valid")]
-    NotYetValid,
-    /// No `exp` claim, or not a number: tokens without an expiry are refused.
-    #[error("token has no expiry")]
-    MissingExpiry,
-    /// `iss` absent, not a string, or not the configured issuer.
-    #[error("token issuer not accepted")]
-    WrongIssuer,
-    /// `aud` absent, or neither the configured audience nor an array containing it.
-    #[error("token audience not accepted")]
-    WrongAudience,
-    /// `sub` absent, not a string, or empty.
-    #[error("token has no subject")]
-    MissingSubject,
-    /// `alg` is `none`, HS*, unknown, or does not fit the selected key.
-    #[error("token signing algorithm not accepted")]
-    UnsupportedAlgorithm,
-    /// The token names a key the set lacks and the key set could not be refreshed: the
-    /// fault may be ours (the caller may answer 503 rather than 401).
-    #[error("signing keys unavailable")]
-    KeysUnavailable,
-}
-
 /// Verifies bearer tokens against a cached JWKS. Cheap to clone (one `Arc`); `Send + Sync`.
 #[derive(Clone)]
 pub(crate) struct JwtVerifier {
@@ -148,7 +112,7 @@ impl JwtVerifier {
     /// Load the key set once; an unreadable or invalid JWKS (or one without a usable
     /// signing key) is an error, one line naming the source. A URL source also starts the
     /// background refresh, which ends once every clone of the verifier is dropped.
-    pub(crate) async fn new(config: JwtConfig) -> Result<JwtVerifier, String> {
+    pub(crate) async fn new(config: JwtConfig) -> Result<JwtVerifier, JwtConfigError> {
         let JwtConfig {
             jwks,
             issuer,
@@ -157,13 +121,13 @@ impl JwtVerifier {
         } = config;
         let label = jwks.to_string();
         if issuer.is_empty() {
-            return Err("JWT issuer is empty".to_owned());
+            return Err(JwtConfigError::EmptyIssuer);
         }
         if audience.is_empty() {
-            return Err("JWT audience is empty".to_owned());
+            return Err(JwtConfigError::EmptyAudience);
         }
         if CryptoProvider::try_get_default().is_none() {
-            return Err("no jsonwebtoken crypto provider (build features)".to_owned());
+            return Err(JwtConfigError::NoCryptoProvider);
         }
         let source = Source::new(jwks)?;
         let epoch = Instant::now();
@@ -181,10 +145,10 @@ impl JwtVerifier {
         };
         {
             let mut state = inner.reload.lock().await;
-            inner
-                .refresh(&mut state)
-                .await
-                .map_err(|why| format!("cannot load JWKS from {}: {why}", inner.label))?;
+            if let Err(why) = inner.refresh(&mut state).await {
+                let label = inner.label.clone();
+                return Err(JwtConfigError::Load { label, why });
+            }
         }
         let inner = Arc::new(inner);
         if matches!(inner.source, Source::Url { .. }) {
@@ -248,7 +212,7 @@ struct ReloadState {
     /// URL source: when the last fetch for an unknown key started.
     last_unknown_key_fetch: Option<Instant>,
     /// File source: the failure last logged, so a missing file warns once, not every second.
-    last_failure: Option<String>,
+    last_failure: Option<KeySetError>,
 }
 
 impl Inner {
@@ -259,7 +223,7 @@ impl Inner {
 
     /// Read the source (a file only if its stamp changed) and install the keys if the
     /// document changed. `Ok(true)` when other keys are now in use.
-    async fn refresh(&self, state: &mut ReloadState) -> Result<bool, String> {
+    async fn refresh(&self, state: &mut ReloadState) -> Result<bool, KeySetError> {
         let document = match &self.source {
             Source::File(path) => {
                 let stamp = file_stamp(path).await?;
@@ -308,7 +272,10 @@ impl Inner {
                 Ok(changed)
             }
             Err(why) => {
-                let repeated = state.last_failure.as_deref() == Some(why.as_str());
+                let repeated = state
+                    .last_failure
+                    .as_ref()
+                    .is_some_and(|last| last.to_string() == why.to_string());
                 if !repeated || matches!(self.source, Source::Url { .. }) {
                     tracing::warn!(
                         jwks = %self.label,
@@ -421,29 +388,6 @@ struct Claims {
     iss: Option<Value>,
     aud: Option<Value>,
     sub: Option<Value>,
-}
-
-/// Map a library error to the reason given to the client.
-fn library_error(error: &jsonwebtoken::errors::Error) -> JwtError {
-    match error.kind() {
-        ErrorKind::InvalidSignature => JwtError::BadSignature,
-        ErrorKind::ExpiredSignature => JwtError::Expired,
-        ErrorKind::ImmatureSignature => JwtError::NotYetValid,
-        ErrorKind::MissingRequiredClaim(claim) if claim == "exp" => JwtError::MissingExpiry,
-        ErrorKind::InvalidIssuer => JwtError::WrongIssuer,
-        ErrorKind::InvalidAudience => JwtError::WrongAudience,
-        ErrorKind::InvalidAlgorithm
-        | ErrorKind::MissingAlgorithm
-        | ErrorKind::UnsupportedAlgorithm
-        | ErrorKind::InvalidAlgorithmName => JwtError::UnsupportedAlgorithm,
-        // Key material is checked when the set is loaded; if it still fails, no valid
-        // signature can be shown with it.
-        ErrorKind::InvalidEcdsaKey
-        | ErrorKind::InvalidEddsaKey
-        | ErrorKind::InvalidRsaKey(_)
-        | ErrorKind::InvalidKeyFormat => JwtError::BadSignature,
-        _ => JwtError::Malformed,
-    }
 }
 
 /// The parts of the JOSE header needed to pick a key, read before any crypto.
@@ -1131,7 +1075,7 @@ mod tests {
         let path = dir.0.join("jwks.json");
         let start = |path: &Path| JwtVerifier::new(config(JwksSource::File(path.to_owned())));
 
-        let missing = start(&path).await.expect_err("missing file");
+        let missing = start(&path).await.expect_err("missing file").to_string();
         for (document, why) in [
             ("not json", "not a JSON document"),
             ("{\"keys\": {}}", "no \"keys\" array"),
@@ -1142,7 +1086,7 @@ mod tests {
             ),
         ] {
             std::fs::write(&path, document).expect("write JWKS");
-            let error = start(&path).await.expect_err(document);
+            let error = start(&path).await.expect_err(document).to_string();
             assert!(error.contains(why), "{error}");
             assert!(error.contains(&path.display().to_string()), "{error}");
             assert!(!error.contains('\n'), "{error}");
@@ -1152,7 +1096,8 @@ mod tests {
         for url in ["ftp://idp.example/jwks", "https:///jwks", "not a url"] {
             let error = JwtVerifier::new(config(JwksSource::Url(url.to_owned())))
                 .await
-                .expect_err(url);
+                .expect_err(url)
+                .to_string();
             assert!(error.contains(url), "{error}");
         }
     }
@@ -1243,7 +1188,8 @@ mod tests {
         let server = JwksServer::start(404, "nope".to_owned()).await;
         let error = JwtVerifier::new(config(JwksSource::Url(server.url.clone())))
             .await
-            .expect_err("404");
+            .expect_err("404")
+            .to_string();
         assert!(
             error.contains(&server.url) && error.contains("404"),
             "{error}"
@@ -1255,7 +1201,8 @@ mod tests {
         );
         let error = JwtVerifier::new(config(JwksSource::Url(server.url.clone())))
             .await
-            .expect_err("too large");
+            .expect_err("too large")
+            .to_string();
         assert!(error.contains("length limit"), "{error}");
 
         // https to a server that does not speak TLS: the handshake (rustls, ring) fails.
@@ -1270,7 +1217,8 @@ mod tests {
         });
         let error = JwtVerifier::new(config(JwksSource::Url(https.clone())))
             .await
-            .expect_err("not TLS");
+            .expect_err("not TLS")
+            .to_string();
         assert!(error.contains(&https), "{error}");
 
         // Nothing listens on a port just freed.
@@ -1281,7 +1229,8 @@ mod tests {
         let url = format!("http://127.0.0.1:{port}/jwks");
         let error = JwtVerifier::new(config(JwksSource::Url(url.clone())))
             .await
-            .expect_err("refused");
+            .expect_err("refused")
+            .to_string();
         assert!(error.contains(&url) && !error.contains('\n'), "{error}");
     }
 

@@ -25,6 +25,17 @@ pub(crate) const ANONYMOUS: &str = mcp_tasks_protocol::meta::ANONYMOUS_OWNER;
 /// Where the protected-resource metadata is served (and the challenge points).
 pub(crate) const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
+/// Why authentication cannot be set up: one line naming the setting at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// `MCPT_AUTH=tokens`: the token file is unreadable or malformed.
+    #[error("MCPT_AUTH_TOKENS_FILE: {0}")]
+    Tokens(tokens::TokensError),
+    /// `MCPT_AUTH=jwt`: the issuer, audience or key set is unusable.
+    #[error("MCPT_AUTH_JWKS: {0}")]
+    Jwt(jwt::JwtConfigError),
+}
+
 /// Checks credentials.
 pub(crate) enum Authenticator {
     /// `MCPT_AUTH=none`.
@@ -97,12 +108,12 @@ impl Authenticator {
     ///
     /// # Errors
     /// The token file or key set cannot be read (one line naming it).
-    pub(crate) async fn new(config: &AuthConfig) -> Result<Authenticator, String> {
+    pub(crate) async fn new(config: &AuthConfig) -> Result<Authenticator, AuthError> {
         Ok(match &config.mode {
             AuthMode::None => Authenticator::Anonymous,
-            AuthMode::Tokens { file } => Authenticator::Tokens(
-                tokens::TokenFile::open(file).map_err(|e| format!("MCPT_AUTH_TOKENS_FILE: {e}"))?,
-            ),
+            AuthMode::Tokens { file } => {
+                Authenticator::Tokens(tokens::TokenFile::open(file).map_err(AuthError::Tokens)?)
+            }
             AuthMode::Jwt {
                 jwks,
                 issuer,
@@ -121,7 +132,7 @@ impl Authenticator {
                         leeway: Duration::from_secs(30),
                     })
                     .await
-                    .map_err(|e| format!("MCPT_AUTH_JWKS: {e}"))?,
+                    .map_err(AuthError::Jwt)?,
                 )
             }
         })

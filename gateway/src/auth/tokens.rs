@@ -19,6 +19,30 @@ const MIN_TOKEN_LEN: usize = 16;
 /// How often the file's modification time is looked at.
 const RECHECK: Duration = Duration::from_secs(1);
 
+/// Why the token file cannot be used; a line's mistake names the line, never the token.
+#[derive(Debug, thiserror::Error)]
+pub enum TokensError {
+    /// The file cannot be read.
+    #[error("cannot read {}: {why}", .path.display())]
+    Read { path: PathBuf, why: std::io::Error },
+    /// A line is not two fields.
+    #[error("{}: line {line}: expected PRINCIPAL TOKEN", .path.display())]
+    NotTwoFields { path: PathBuf, line: usize },
+    /// A token is shorter than [`MIN_TOKEN_LEN`].
+    #[error(
+        "{}: line {line}: the token is shorter than {} characters",
+        .path.display(),
+        MIN_TOKEN_LEN
+    )]
+    TooShort { path: PathBuf, line: usize },
+    /// A token is on an earlier line too.
+    #[error("{}: line {line}: the same token is listed twice", .path.display())]
+    Repeated { path: PathBuf, line: usize },
+    /// Nothing but comments and blank lines.
+    #[error("{}: no PRINCIPAL TOKEN lines", .path.display())]
+    Empty { path: PathBuf },
+}
+
 /// (principal, SHA-256 of the token).
 type Entries = Vec<(String, [u8; 32])>;
 
@@ -46,39 +70,48 @@ fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
 }
 
 /// Parse the file's text; every mistake names its line (never the token).
-fn parse(path: &Path, text: &str) -> Result<Entries, String> {
+fn parse(path: &Path, text: &str) -> Result<Entries, TokensError> {
     let mut entries: Entries = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let at = || format!("{}: line {}", path.display(), n + 1);
+        let number = n + 1;
         let fields: Vec<&str> = line.split_whitespace().collect();
         let [principal, token] = fields.as_slice() else {
-            return Err(format!("{}: expected PRINCIPAL TOKEN", at()));
+            return Err(TokensError::NotTwoFields {
+                path: path.to_owned(),
+                line: number,
+            });
         };
         if token.len() < MIN_TOKEN_LEN {
-            return Err(format!(
-                "{}: the token is shorter than {MIN_TOKEN_LEN} characters",
-                at()
-            ));
+            return Err(TokensError::TooShort {
+                path: path.to_owned(),
+                line: number,
+            });
         }
         let d = digest(token);
         if entries.iter().any(|(_, e)| same(e, &d)) {
-            return Err(format!("{}: the same token is listed twice", at()));
+            return Err(TokensError::Repeated {
+                path: path.to_owned(),
+                line: number,
+            });
         }
         entries.push(((*principal).to_owned(), d));
     }
     if entries.is_empty() {
-        return Err(format!("{}: no PRINCIPAL TOKEN lines", path.display()));
+        let path = path.to_owned();
+        return Err(TokensError::Empty { path });
     }
     Ok(entries)
 }
 
-fn read(path: &Path) -> Result<([u8; 32], String), String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+fn read(path: &Path) -> Result<([u8; 32], String), TokensError> {
+    let text = std::fs::read_to_string(path).map_err(|why| TokensError::Read {
+        path: path.to_owned(),
+        why,
+    })?;
     Ok((digest(&text), text))
 }
 
@@ -87,7 +120,7 @@ impl TokenFile {
     ///
     /// # Errors
     /// Unreadable, or a malformed line (named).
-    pub(crate) fn open(path: &Path) -> Result<TokenFile, String> {
+    pub(crate) fn open(path: &Path) -> Result<TokenFile, TokensError> {
         let (content, text) = read(path)?;
         let entries = parse(path, &text)?;
         Ok(TokenFile {
@@ -181,15 +214,19 @@ mod tests {
     #[test]
     fn lines_name_their_mistakes_and_never_the_token() {
         let p = Path::new("tokens.txt");
-        let err = parse(p, "alice 0123456789abcdef extra\n").unwrap_err();
+        let err = parse(p, "alice 0123456789abcdef extra\n")
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "tokens.txt: line 1: expected PRINCIPAL TOKEN");
-        let err = parse(p, "# c\n\nalice short\n").unwrap_err();
+        let err = parse(p, "# c\n\nalice short\n").unwrap_err().to_string();
         assert!(
             err.starts_with("tokens.txt: line 3: the token is shorter"),
             "{err}"
         );
         assert!(!err.contains("short\n"));
-        let err = parse(p, "a 0123456789abcdef\nb 0123456789abcdef\n").unwrap_err();
+        let err = parse(p, "a 0123456789abcdef\nb 0123456789abcdef\n")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("line 2: the same token is listed twice"),
             "{err}"

@@ -12,6 +12,7 @@ use jsonwebtoken::{Algorithm, DecodingKey};
 use serde::Deserialize as _;
 use serde_json::Value;
 
+use super::errors::KeySetError;
 use super::{JwtError, accepted_algorithm};
 
 /// Smallest and largest RSA modulus accepted, in bits.
@@ -109,6 +110,7 @@ impl Key {
     }
 
     /// Read one JWK; `Err` says why it is not a usable signing key.
+    // A String: the reason is only logged or listed in `NoUsableKey`, never matched on.
     pub(super) fn from_jwk(value: &Value, provider: &CryptoProvider) -> Result<Key, String> {
         let jwk = read_jwk(value)?;
         let common = &jwk.common;
@@ -161,6 +163,7 @@ impl Key {
 }
 
 /// One member of the set as the library's [`Jwk`].
+// A String: a per-key "skipped because" reason, as in `Key::from_jwk`.
 fn read_jwk(value: &Value) -> Result<Jwk, String> {
     if !value.is_object() {
         return Err("not a JSON object".to_owned());
@@ -180,6 +183,7 @@ fn read_jwk(value: &Value) -> Result<Jwk, String> {
 }
 
 /// The key's type and curve, once its material has the sizes and bounds accepted.
+// A String: a per-key "skipped because" reason, as in `Key::from_jwk`.
 fn key_kind(params: &AlgorithmParameters) -> Result<KeyKind, String> {
     match params {
         AlgorithmParameters::RSA(rsa) => {
@@ -252,6 +256,7 @@ fn curve_name(curve: &EllipticCurve) -> &'static str {
 }
 
 /// A key member's bytes.
+// A String: a per-key "skipped because" reason, as in `Key::from_jwk`.
 fn base64url(name: &str, text: &str) -> Result<Vec<u8>, String> {
     URL_SAFE_NO_PAD
         .decode(text)
@@ -259,6 +264,7 @@ fn base64url(name: &str, text: &str) -> Result<Vec<u8>, String> {
 }
 
 /// The RSA public key checks the `rsa` crate makes when verifying, plus a 2048-bit floor.
+// A String: a per-key "skipped because" reason, as in `Key::from_jwk`.
 pub(super) fn check_rsa(n: &[u8], e: &[u8]) -> Result<(), String> {
     let bits = significant_bits(n);
     if !RSA_BITS.contains(&bits) {
@@ -291,15 +297,14 @@ pub(super) fn significant_bits(bytes: &[u8]) -> usize {
 
 /// Parse a JWKS document: `Ok` with the usable keys and why the others were skipped;
 /// `Err` when it is no JWKS or holds no usable signing key.
-pub(super) fn parse_jwks(document: &[u8]) -> Result<(KeySet, Vec<String>), String> {
+pub(super) fn parse_jwks(document: &[u8]) -> Result<(KeySet, Vec<String>), KeySetError> {
     let value: Value =
-        serde_json::from_slice(document).map_err(|e| format!("not a JSON document: {e}"))?;
+        serde_json::from_slice(document).map_err(|e| KeySetError::NotJson(e.into()))?;
     // Not `JwkSet`: it refuses the whole set for one malformed key, which is skipped here.
     let Some(jwks) = value.get("keys").and_then(Value::as_array) else {
-        return Err("no \"keys\" array".to_owned());
+        return Err(KeySetError::NoKeysArray);
     };
-    let provider = CryptoProvider::try_get_default()
-        .ok_or_else(|| "no jsonwebtoken crypto provider".to_owned())?;
+    let provider = CryptoProvider::try_get_default().ok_or(KeySetError::NoCryptoProvider)?;
     let mut keys = Vec::new();
     let mut skipped = Vec::new();
     for (index, jwk) in jwks.iter().enumerate() {
@@ -315,12 +320,7 @@ pub(super) fn parse_jwks(document: &[u8]) -> Result<(KeySet, Vec<String>), Strin
         }
     }
     if keys.is_empty() {
-        let why = if skipped.is_empty() {
-            "the set is empty".to_owned()
-        } else {
-            skipped.join("; ")
-        };
-        return Err(format!("no usable signing key ({why})"));
+        return Err(KeySetError::NoUsableKey(skipped));
     }
     Ok((KeySet { keys }, skipped))
 }
@@ -418,6 +418,7 @@ mod tests {
             let Err(error) = parse_jwks(document.as_bytes()) else {
                 panic!("accepted: {document}");
             };
+            let error = error.to_string();
             assert!(
                 error.contains("key 0") && error.contains(why),
                 "{error} / {why}"

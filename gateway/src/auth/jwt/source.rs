@@ -7,6 +7,7 @@ use std::time::SystemTime;
 use http_body_util::{BodyExt as _, Full, Limited};
 use mcp_tasks_shared::web;
 
+use super::errors::{JwtConfigError, KeySetError};
 use super::{FETCH_TIMEOUT, JwksSource, MAX_JWKS_BYTES};
 
 /// How the key set is read.
@@ -22,23 +23,24 @@ pub(super) enum Source {
 
 impl Source {
     /// Check a URL source and build its client.
-    pub(super) fn new(source: JwksSource) -> Result<Source, String> {
+    pub(super) fn new(source: JwksSource) -> Result<Source, JwtConfigError> {
         match source {
             JwksSource::File(path) => Ok(Source::File(path)),
             JwksSource::Url(url) => {
-                let uri: hyper::Uri = url
-                    .parse()
-                    .map_err(|e| format!("invalid JWKS URL {url}: {e}"))?;
+                let uri: hyper::Uri = match url.parse() {
+                    Ok(uri) => uri,
+                    Err(why) => return Err(JwtConfigError::InvalidUrl { url, why }),
+                };
                 if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-                    return Err(format!(
-                        "invalid JWKS URL {url}: expected http://HOST/… or https://HOST/…"
-                    ));
+                    return Err(JwtConfigError::NotHttpUrl { url });
                 }
                 if uri.scheme_str() == Some("http") && !is_loopback(uri.host().unwrap_or("")) {
                     tracing::warn!(url = %url, "JWKS fetched over plain http");
                 }
-                let client = web::client().map_err(|e| format!("JWKS URL {url}: {e}"))?;
-                let client = Box::new(client);
+                let client = match web::client() {
+                    Ok(client) => Box::new(client),
+                    Err(why) => return Err(JwtConfigError::Client { url, why }),
+                };
                 Ok(Source::Url { uri, client })
             }
         }
@@ -55,10 +57,10 @@ pub(super) struct FileStamp {
 }
 
 /// Mtime and size of a JWKS file.
-pub(super) async fn file_stamp(path: &Path) -> Result<FileStamp, String> {
+pub(super) async fn file_stamp(path: &Path) -> Result<FileStamp, KeySetError> {
     let meta = tokio::fs::metadata(path)
         .await
-        .map_err(|e| format!("cannot stat: {e}"))?;
+        .map_err(|e| KeySetError::Stat(e.into()))?;
     Ok(FileStamp {
         modified: meta.modified().ok(),
         len: meta.len(),
@@ -66,45 +68,45 @@ pub(super) async fn file_stamp(path: &Path) -> Result<FileStamp, String> {
 }
 
 /// Read a JWKS file of at most [`MAX_JWKS_BYTES`].
-pub(super) async fn read_file(path: &Path) -> Result<Vec<u8>, String> {
+pub(super) async fn read_file(path: &Path) -> Result<Vec<u8>, KeySetError> {
     use tokio::io::AsyncReadExt as _;
     let file = tokio::fs::File::open(path)
         .await
-        .map_err(|e| format!("cannot open: {e}"))?;
+        .map_err(|e| KeySetError::Open(e.into()))?;
     let mut document = Vec::new();
     file.take(MAX_JWKS_BYTES as u64 + 1)
         .read_to_end(&mut document)
         .await
-        .map_err(|e| format!("cannot read: {e}"))?;
+        .map_err(|e| KeySetError::Read(e.into()))?;
     if document.len() > MAX_JWKS_BYTES {
-        return Err(format!("larger than {MAX_JWKS_BYTES} bytes"));
+        return Err(KeySetError::TooLarge);
     }
     Ok(document)
 }
 
 /// GET a JWKS URL: 200 only, body at most [`MAX_JWKS_BYTES`], all within [`FETCH_TIMEOUT`].
-pub(super) async fn fetch(uri: &hyper::Uri, client: &web::Client) -> Result<Vec<u8>, String> {
+pub(super) async fn fetch(uri: &hyper::Uri, client: &web::Client) -> Result<Vec<u8>, KeySetError> {
     let request = hyper::Request::get(uri.clone())
         .header(hyper::header::ACCEPT, "application/json")
         .body(Full::default())
-        .map_err(|e| format!("cannot build the request: {e}"))?;
+        .map_err(|e| KeySetError::BuildRequest(e.into()))?;
     let exchange = async {
         let response = client
             .request(request)
             .await
-            .map_err(|e| format!("request failed: {}", error_chain(&e)))?;
+            .map_err(|e| KeySetError::RequestFailed(error_chain(&e)))?;
         if response.status() != hyper::StatusCode::OK {
-            return Err(format!("answered HTTP {}", response.status()));
+            return Err(KeySetError::Status(response.status()));
         }
         let body = Limited::new(response.into_body(), MAX_JWKS_BYTES)
             .collect()
             .await
-            .map_err(|e| format!("reading the body: {}", error_chain(&*e)))?;
+            .map_err(|e| KeySetError::Body(error_chain(&*e)))?;
         Ok(body.to_bytes().to_vec())
     };
     tokio::time::timeout(FETCH_TIMEOUT, exchange)
         .await
-        .map_err(|_| format!("no complete answer within {} s", FETCH_TIMEOUT.as_secs()))?
+        .map_err(|_| KeySetError::Timeout)?
 }
 
 /// An error and its sources, `: `-separated (hyper's own text alone says little).
