@@ -1,6 +1,6 @@
 //! The product code stays readable in pieces: no file under `gateway/`, `console/`,
 //! `worker/`, `shared/` or `cli/` (skipping `target` and `fuzz` directories) holds more than
-//! 500 lines before its first `#[cfg(test)]`, and no function in them is longer than 100
+//! 500 lines before its test module, and no function in them is longer than 100
 //! lines from its `fn` line to its closing brace (as rustfmt lays it out).
 
 use std::fs;
@@ -38,11 +38,15 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The lines of `text` before its first `#[cfg(test)]` at the start of a line.
+/// The lines of `text` before its test module: the first `#[cfg(test)]` at the start of
+/// a line that is followed by a `mod` (a `#[cfg(test)] use` earlier does not end the count).
 fn product_lines(text: &str) -> Vec<&str> {
-    text.lines()
-        .take_while(|l| !l.starts_with("#[cfg(test)]"))
-        .collect()
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .windows(2)
+        .position(|w| w[0].starts_with("#[cfg(test)]") && w[1].starts_with("mod "))
+        .unwrap_or(lines.len());
+    lines[..end].to_vec()
 }
 
 /// The indentation and name of a function item starting on `line`, if one does.
@@ -150,7 +154,7 @@ fn the_measure_sees_long_functions_and_only_those() {
     for _ in 0..10 {
         text.push_str("        let _ = 1;\n");
     }
-    text.push_str("    }\n}\n#[cfg(test)]\nmod tests {\n    fn ignored() {}\n}\n");
+    text.push_str("    }\n}\n#[cfg(test)]\nuse std::fmt;\n#[cfg(test)]\nmod tests {\n    fn ignored() {}\n}\n");
     let lines = product_lines(&text);
     assert_eq!(
         long_functions(&lines, MAX_FN_LINES),
@@ -161,4 +165,8 @@ fn the_measure_sees_long_functions_and_only_those() {
         vec![(6, "long".to_owned(), 105), (115, "method".to_owned(), 12)]
     );
     assert!(!lines.iter().any(|l| l.contains("ignored")));
+    assert!(
+        lines.iter().any(|l| l.contains("use std::fmt")),
+        "an early cfg(test) use is product"
+    );
 }
