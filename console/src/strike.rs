@@ -80,7 +80,7 @@ impl Ask {
             at_ms,
             cancel_running: self.cancel_running,
         };
-        strikes::check(&strike, &[]).map_err(bad)?;
+        strikes::check(&strike, &[]).map_err(|e| bad(e.to_string()))?;
         Ok(strike)
     }
 
@@ -140,7 +140,7 @@ pub(crate) async fn strike(
 ) -> Result<Struck, Refusal> {
     let strike = Ask::parse(body, json)?.strike(now_millis())?;
     let adverts = state.store.adverts().await.map_err(|e| unavailable(&e))?;
-    strikes::check(&strike, &adverts).map_err(bad)?;
+    strikes::check(&strike, &adverts).map_err(|e| bad(e.to_string()))?;
     let known = adverts.iter().any(|a| a.tool.name == strike.tool);
     let new = state
         .store

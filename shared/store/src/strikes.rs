@@ -101,14 +101,41 @@ pub fn strike_id(tool: &str, when: Option<&(String, String)>) -> String {
 ///
 /// # Errors
 /// No `=`, or an empty argument name; the message says so.
-pub fn parse_where(text: &str) -> Result<(String, String), String> {
+pub fn parse_where(text: &str) -> Result<(String, String), StrikeError> {
     match text.split_once('=') {
         Some((arg, value)) if !arg.trim().is_empty() => {
             Ok((arg.trim().to_owned(), value.to_owned()))
         }
-        _ => Err(format!(
-            "{text:?}: expected ARG=VALUE, an argument name and the value to match"
-        )),
+        _ => Err(StrikeError::BadWhere(text.to_owned())),
+    }
+}
+
+/// Why a strike cannot be recorded ([`parse_where`], [`check`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StrikeError {
+    /// A `where` without `=` or without an argument name.
+    #[error("{0:?}: expected ARG=VALUE, an argument name and the value to match")]
+    BadWhere(String),
+    /// Empty, or holds white space.
+    #[error("{0:?} is not a tool name")]
+    BadTool(String),
+    /// The `where` names an argument the advertised tool does not have.
+    #[error("tool {tool} has no argument {arg:?} to match (its arguments: {})", known_arguments(.known))]
+    NoSuchArgument {
+        /// The tool.
+        tool: String,
+        /// The argument named.
+        arg: String,
+        /// The arguments its adverts declare.
+        known: Vec<String>,
+    },
+}
+
+fn known_arguments(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
     }
 }
 
@@ -119,10 +146,10 @@ pub fn parse_where(text: &str) -> Result<(String, String), String> {
 ///
 /// # Errors
 /// As above.
-pub fn check(strike: &Strike, adverts: &[crate::registry::ToolAdvert]) -> Result<(), String> {
+pub fn check(strike: &Strike, adverts: &[crate::registry::ToolAdvert]) -> Result<(), StrikeError> {
     let tool = &strike.tool;
     if tool.trim().is_empty() || tool.contains(char::is_whitespace) {
-        return Err(format!("{tool:?} is not a tool name"));
+        return Err(StrikeError::BadTool(tool.clone()));
     }
     let schemas: Vec<&Value> = adverts
         .iter()
@@ -133,14 +160,11 @@ pub fn check(strike: &Strike, adverts: &[crate::registry::ToolAdvert]) -> Result
         && let Some(names) = argument_names(&schemas)
         && !names.iter().any(|n| n == arg)
     {
-        return Err(format!(
-            "tool {tool} has no argument {arg:?} to match (its arguments: {})",
-            if names.is_empty() {
-                "none".to_owned()
-            } else {
-                names.join(", ")
-            }
-        ));
+        return Err(StrikeError::NoSuchArgument {
+            tool: tool.clone(),
+            arg: arg.clone(),
+            known: names,
+        });
     }
     Ok(())
 }
