@@ -58,9 +58,25 @@ pub(crate) fn task_path(id: &str, owner: &str, action: &str) -> String {
     format!("/console/tasks/{id}{action}?{query}")
 }
 
+/// What is wrong with a task list's query ([`Filter::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum FilterError {
+    /// `status` names no status.
+    #[error(
+        "unknown status {0:?}: expected working, input_required, completed, failed or cancelled"
+    )]
+    Status(String),
+    /// `limit` is not a whole number in range.
+    #[error("bad limit {0:?}: expected a whole number from 1 to {MAX_TASKS}")]
+    Limit(String),
+    /// A parameter the list does not take.
+    #[error("unknown parameter {0:?}: expected status, tool, queue, q or limit")]
+    Parameter(String),
+}
+
 impl Filter {
     /// Parse a query string; `Err` says what is wrong.
-    pub(crate) fn parse(query: Option<&str>) -> Result<Filter, String> {
+    pub(crate) fn parse(query: Option<&str>) -> Result<Filter, FilterError> {
         let mut f = Filter {
             limit: DEFAULT_LIMIT,
             ..Filter::default()
@@ -72,12 +88,8 @@ impl Filter {
             }
             match k.as_str() {
                 "status" => {
-                    f.status = Some(TaskStatus::parse(&v).ok_or_else(|| {
-                        format!(
-                            "unknown status {v:?}: expected working, input_required, \
-                             completed, failed or cancelled"
-                        )
-                    })?);
+                    f.status =
+                        Some(TaskStatus::parse(&v).ok_or_else(|| FilterError::Status(v.clone()))?);
                 }
                 "tool" => f.tool = Some(v),
                 "queue" => f.queue = Some(v),
@@ -87,17 +99,11 @@ impl Filter {
                         .parse()
                         .ok()
                         .filter(|n| (1..=MAX_TASKS).contains(n))
-                        .ok_or_else(|| {
-                            format!(
-                                "bad limit {v:?}: expected a whole number from 1 to {MAX_TASKS}"
-                            )
-                        })?;
+                        .ok_or_else(|| FilterError::Limit(v.clone()))?;
                 }
                 "fragment" | "owner" => {}
                 other => {
-                    return Err(format!(
-                        "unknown parameter {other:?}: expected status, tool, queue, q or limit"
-                    ));
+                    return Err(FilterError::Parameter(other.to_owned()));
                 }
             }
         }
@@ -198,7 +204,7 @@ pub(crate) async fn route(
         (&Method::GET, ["workers"]) => ok(&workers(console)),
         (&Method::GET, ["tasks"]) => match Filter::parse(query) {
             Ok(f) => ok(&tasks(&console.view, &f)),
-            Err(why) => error(StatusCode::BAD_REQUEST, &why),
+            Err(why) => error(StatusCode::BAD_REQUEST, &why.to_string()),
         },
         (&Method::GET, ["tasks", id]) => task_of(state, console, id, query).await,
         (&Method::POST, ["tasks", id, "cancel"]) => {
@@ -342,16 +348,19 @@ mod tests {
         assert!(
             Filter::parse(Some("status=done"))
                 .unwrap_err()
+                .to_string()
                 .contains("unknown status")
         );
         assert!(
             Filter::parse(Some("limit=0"))
                 .unwrap_err()
+                .to_string()
                 .contains("bad limit")
         );
         assert!(
             Filter::parse(Some("colour=red"))
                 .unwrap_err()
+                .to_string()
                 .contains("unknown parameter")
         );
         assert_eq!(Filter::parse(Some("status=&tool=")).unwrap().status, None);

@@ -41,7 +41,7 @@ pub(crate) fn rate_scale(points: &[Point]) -> f64 {
 }
 
 /// Jobs waiting and running as an SVG document; `Err` says why plotters could not draw it.
-pub(crate) fn svg(samples: &[Sample], now_ms: i64) -> Result<String, String> {
+pub(crate) fn svg(samples: &[Sample], now_ms: i64) -> Result<String, ChartError> {
     let line = |value: fn(&Sample) -> u64| -> Vec<(i64, f64)> {
         samples.iter().map(|s| (s.at_ms, value(s) as f64)).collect()
     };
@@ -56,7 +56,7 @@ pub(crate) fn svg(samples: &[Sample], now_ms: i64) -> Result<String, String> {
 }
 
 /// Tasks per second as an SVG document; `Err` says why plotters could not draw it.
-pub(crate) fn rates_svg(points: &[Point], now_ms: i64) -> Result<String, String> {
+pub(crate) fn rates_svg(points: &[Point], now_ms: i64) -> Result<String, ChartError> {
     let line = |value: fn(&Point) -> f64| -> Vec<(i64, f64)> {
         points.iter().map(|p| (p.at_ms, value(p))).collect()
     };
@@ -73,27 +73,27 @@ pub(crate) fn rates_svg(points: &[Point], now_ms: i64) -> Result<String, String>
 }
 
 /// `lines` over the last [`WINDOW`], now at the right, from 0 to `top`.
-fn draw(lines: &[Line], top: f64, now_ms: i64) -> Result<String, String> {
+/// Why a chart could not be drawn: plotters' error over its SVG backend.
+pub(crate) type ChartError = plotters::drawing::DrawingAreaErrorKind<std::io::Error>;
+
+fn draw(lines: &[Line], top: f64, now_ms: i64) -> Result<String, ChartError> {
     let span_ms = WINDOW.as_millis() as i64;
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        root.fill(&WHITE)?;
         let mut chart = ChartBuilder::on(&root)
             .margin(4)
-            .build_cartesian_2d(-span_ms..0i64, 0f64..top * 1.05)
-            .map_err(|e| e.to_string())?;
+            .build_cartesian_2d(-span_ms..0i64, 0f64..top * 1.05)?;
         for (colour, points) in lines {
-            chart
-                .draw_series(LineSeries::new(
-                    points
-                        .iter()
-                        .map(|&(at, v)| ((at - now_ms).clamp(-span_ms, 0), v)),
-                    colour.stroke_width(2),
-                ))
-                .map_err(|e| e.to_string())?;
+            chart.draw_series(LineSeries::new(
+                points
+                    .iter()
+                    .map(|&(at, v)| ((at - now_ms).clamp(-span_ms, 0), v)),
+                colour.stroke_width(2),
+            ))?;
         }
-        root.present().map_err(|e| e.to_string())?;
+        root.present()?;
     }
     Ok(out)
 }

@@ -220,7 +220,11 @@ fn tasks(
     match Filter::parse(query) {
         Ok(f) if fragment => html(StatusCode::OK, pages::tasks_main(&console.view, &f)),
         Ok(f) => html(StatusCode::OK, pages::tasks(&console.view, &f, shown)),
-        Err(why) => reply::full(StatusCode::BAD_REQUEST, Some("text/plain"), why + "\n"),
+        Err(why) => reply::full(
+            StatusCode::BAD_REQUEST,
+            Some("text/plain"),
+            format!("{why}\n"),
+        ),
     }
 }
 
