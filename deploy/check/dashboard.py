@@ -71,7 +71,10 @@ else:
     derived = {}
     for m in re.finditer(r'(\w+)\(\s*"(mcpt\.[\w.]+)"', text):
         method, inst = m[1], m[2]
-        builder = text[m.end():text.find(".build()", m.end())]
+        # An OTel builder (`u64_counter("…")…build()`) carries its unit in its chain; a
+        # helper of metrics.rs (`counter("…", "…")`) builds unitless instruments.
+        raw = re.match(r"[uif]64_", method)
+        builder = text[m.end():text.find(".build()", m.end())] if raw else ""
         unit = re.search(r'\.with_unit\("([^"]*)"\)', builder)
         unit = unit[1] if unit else ""
         base = inst.replace(".", "_") + {"": "", "s": "_seconds"}.get(unit, f"_UNIT({unit})")

@@ -115,39 +115,34 @@ fn build(meter: &Meter) -> Metrics {
             .with_description(desc)
             .build()
     };
-    let seconds = |name: &'static str, desc: &'static str, bounds: &[f64]| {
-        meter
-            .f64_histogram(name)
-            .with_unit("s")
-            .with_description(desc)
-            .with_boundaries(bounds.to_vec())
-            .build()
-    };
     Metrics {
         tasks_created: counter("mcpt.tasks.created", "Tasks created, by tool and queue"),
         tasks_finished: counter(
             "mcpt.tasks.finished",
             "Tasks that reached a terminal status, by tool and status",
         ),
-        task_duration: seconds(
-            "mcpt.task.duration",
-            "From tools/call to the terminal status",
-            TASK_SECONDS,
-        ),
-        queue_wait: seconds(
-            "mcpt.task.queue_wait",
-            "From tools/call to a worker's first start of the job",
-            WAIT_SECONDS,
-        ),
+        task_duration: meter
+            .f64_histogram("mcpt.task.duration")
+            .with_unit("s")
+            .with_description("From tools/call to the terminal status")
+            .with_boundaries(TASK_SECONDS.to_vec())
+            .build(),
+        queue_wait: meter
+            .f64_histogram("mcpt.task.queue_wait")
+            .with_unit("s")
+            .with_description("From tools/call to a worker's first start of the job")
+            .with_boundaries(WAIT_SECONDS.to_vec())
+            .build(),
         tasks_input_required: up_down(
             "mcpt.tasks.input_required",
             "Running jobs parked until the client answers an input request",
         ),
-        request_duration: seconds(
-            "mcpt.request.duration",
-            "JSON-RPC request latency, by method and outcome",
-            REQUEST_SECONDS,
-        ),
+        request_duration: meter
+            .f64_histogram("mcpt.request.duration")
+            .with_unit("s")
+            .with_description("JSON-RPC request latency, by method and outcome")
+            .with_boundaries(REQUEST_SECONDS.to_vec())
+            .build(),
         listeners_open: up_down(
             "mcpt.listeners.open",
             "Open subscriptions/listen notification streams",
