@@ -179,13 +179,7 @@ impl KeyCon {
                 Ok(v) => return Ok(v),
                 Err(e) => {
                     self.con = None;
-                    match e.redirect_node().and_then(|(addr, _)| parse_addr(addr)) {
-                        Some(node) => self.node = Some(node),
-                        None => {
-                            self.node = None;
-                            return Err(e);
-                        }
-                    }
+                    redirected(e, &mut self.node)?;
                 }
             }
         }
@@ -194,6 +188,17 @@ impl KeyCon {
             "key redirected too often",
         )))
     }
+}
+
+/// After a command failed on a cluster node's connection: `Ok` to try again on the node a
+/// `MOVED` named (now in `node`), else the error, with `node` cleared so the next try starts
+/// from a seed (the node is unreachable or failing).
+pub(super) fn redirected(
+    e: redis::RedisError,
+    node: &mut Option<(String, u16)>,
+) -> Result<(), redis::RedisError> {
+    *node = e.redirect_node().and_then(|(addr, _)| parse_addr(addr));
+    if node.is_some() { Ok(()) } else { Err(e) }
 }
 
 /// `host:port` of a `MOVED` reply.

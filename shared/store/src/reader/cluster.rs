@@ -12,7 +12,7 @@ use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands as _;
 use redis::streams::StreamReadOptions;
 
-use super::{blocking_config, deliveries, node_info, parse_addr, read_options};
+use super::{blocking_config, deliveries, node_info, read_options, redirected};
 use crate::entries::ReadReply;
 use crate::{CONNECT_TIMEOUT, Delivery, RESPONSE_TIMEOUT, StoreResult, keys};
 
@@ -283,14 +283,7 @@ impl ShardReader {
                 Ok(reply) => return Ok(deliveries(queues, &streams, reply)),
                 Err(e) => {
                     self.con = None;
-                    match e.redirect_node().and_then(|(addr, _)| parse_addr(addr)) {
-                        Some(node) => self.node = Some(node),
-                        None => {
-                            // Unreachable or failing: start again from a seed next time.
-                            self.node = None;
-                            return Err(e);
-                        }
-                    }
+                    redirected(e, &mut self.node)?;
                 }
             }
         }
