@@ -399,6 +399,41 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The product code's directories, relative to the repository root.
+pub const PRODUCT_DIRS: [&str; 5] = ["gateway", "console", "worker", "shared", "cli"];
+
+/// Every `.rs` file under [`PRODUCT_DIRS`], sorted, skipping `target` and `fuzz` directories
+/// (the fuzz targets are a test harness).
+///
+/// # Errors
+/// A directory cannot be read.
+pub fn product_rust_files() -> Result<Vec<PathBuf>> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                if name != "target" && name != "fuzz" {
+                    walk(&path, out)?;
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+        Ok(())
+    }
+    let root = repo_root();
+    let mut files = Vec::new();
+    for dir in PRODUCT_DIRS {
+        let dir = root.join(dir);
+        if dir.is_dir() {
+            walk(&dir, &mut files)?;
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
 /// `s` cut to at most `max` bytes (at a character boundary), with `…` when cut.
 pub fn truncate(s: &str, max: usize) -> String {
     if s.len() <= max {

@@ -5,33 +5,8 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::path::{Path, PathBuf};
 
-/// The product code's directories, relative to the repository root.
-const PRODUCT_DIRS: [&str; 5] = ["gateway", "console", "worker", "shared", "cli"];
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the tests package sits in the repository root")
-        .to_path_buf()
-}
-
-/// Every `.rs` file under `dir`, skipping `target` and `fuzz` directories.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-    for entry in fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if name != "target" && name != "fuzz" {
-                rust_files(&path, out)?;
-            }
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
+use mcp_tasks_tests::{PRODUCT_DIRS, product_rust_files, repo_root};
 
 /// The `MCPT_[A-Z0-9_]+` names in `text` that start right after `open` and end right
 /// before `close` (`"` and `"` for string literals, `` ` `` for Markdown code).
@@ -76,14 +51,8 @@ fn mentioned(text: &str) -> BTreeSet<String> {
 
 #[test]
 fn configuration_page_names_exactly_the_variables_the_code_reads() -> anyhow::Result<()> {
-    let root = root();
-    let mut files = Vec::new();
-    for dir in PRODUCT_DIRS {
-        let dir = root.join(dir);
-        if dir.is_dir() {
-            rust_files(&dir, &mut files)?;
-        }
-    }
+    let root = repo_root();
+    let files = product_rust_files()?;
     let mut in_code = BTreeSet::new();
     for file in &files {
         in_code.extend(names(&fs::read_to_string(file)?, '"', '"'));

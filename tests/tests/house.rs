@@ -4,39 +4,14 @@
 //! lines from its `fn` line to its closing brace (as rustfmt lays it out).
 
 use std::fs;
-use std::path::{Path, PathBuf};
 
-/// The product code's directories, relative to the repository root.
-const PRODUCT_DIRS: [&str; 5] = ["gateway", "console", "worker", "shared", "cli"];
+use mcp_tasks_tests::{product_rust_files, repo_root};
 
 /// The most lines a file may have before its tests.
 const MAX_FILE_LINES: usize = 500;
 
 /// The most lines a function may have.
 const MAX_FN_LINES: usize = 100;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the tests package sits in the repository root")
-        .to_path_buf()
-}
-
-/// Every `.rs` file under `dir`, skipping `target` and `fuzz` directories.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-    for entry in fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if name != "target" && name != "fuzz" {
-                rust_files(&path, out)?;
-            }
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
 
 /// The lines of `text` before its test module: the first `#[cfg(test)]` at the start of
 /// a line that is followed by a `mod` (a `#[cfg(test)] use` earlier does not end the count).
@@ -107,12 +82,8 @@ fn long_functions(lines: &[&str], max: usize) -> Vec<(usize, String, usize)> {
 
 #[test]
 fn no_product_file_or_function_is_too_long() -> anyhow::Result<()> {
-    let root = root();
-    let mut files = Vec::new();
-    for dir in PRODUCT_DIRS {
-        rust_files(&root.join(dir), &mut files)?;
-    }
-    files.sort();
+    let root = repo_root();
+    let files = product_rust_files()?;
     assert!(files.len() > 50, "found only {} product files", files.len());
     let mut over = Vec::new();
     for path in &files {

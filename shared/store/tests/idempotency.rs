@@ -5,7 +5,7 @@ mod common;
 
 use common::{QUEUE, Redis, store};
 use mcp_tasks_store::idempotency::call_digest;
-use mcp_tasks_store::{Created, Differs, Job, NewTask, OwnerLimits, Store, keys};
+use mcp_tasks_store::{Created, Differs, NewTask, OwnerLimits, Store, keys};
 use serde_json::{Value, json};
 
 /// A keyed create of `tool` with `args` by `owner` under `key`: its id and the answer.
@@ -19,14 +19,7 @@ async fn keyed(
 ) -> (String, Created) {
     let id = store.layout().keyed_task_id(owner, key);
     let digest = call_digest(&args);
-    let job = Job {
-        tool: tool.into(),
-        args,
-        caps: serde_json::value::RawValue::from_string("{}".to_owned()).expect("raw {}"),
-        pre: serde_json::Map::new(),
-        traceparent: None,
-        owner: owner.into(),
-    };
+    let job = common::job(owner, tool, args);
     let created = store
         .create_task(&NewTask {
             id: &id,

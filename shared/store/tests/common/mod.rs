@@ -45,16 +45,9 @@ pub(crate) async fn create_task(
     ttl_ms: Option<u64>,
     limits: mcp_tasks_store::OwnerLimits,
 ) -> (String, mcp_tasks_store::Created) {
-    use mcp_tasks_store::{Job, NewTask, new_task_id};
+    use mcp_tasks_store::{NewTask, new_task_id};
     let id = new_task_id();
-    let job = Job {
-        tool: "deploy".into(),
-        args: serde_json::json!({"repo": "web"}),
-        caps: serde_json::value::RawValue::from_string("{}".to_owned()).expect("raw {}"),
-        pre: serde_json::Map::new(),
-        traceparent: None,
-        owner: owner.into(),
-    };
+    let job = job(owner, "deploy", serde_json::json!({"repo": "web"}));
     let created = store
         .create_task(&NewTask {
             id: &id,
@@ -69,6 +62,19 @@ pub(crate) async fn create_task(
         .await
         .unwrap();
     (id, created)
+}
+
+/// A job of `owner` calling `tool` with `args`, no capabilities, answers or trace.
+#[allow(dead_code)]
+pub(crate) fn job(owner: &str, tool: &str, args: serde_json::Value) -> mcp_tasks_store::Job {
+    mcp_tasks_store::Job {
+        tool: tool.into(),
+        args,
+        caps: serde_json::value::RawValue::from_string("{}".to_owned()).expect("raw {}"),
+        pre: serde_json::Map::new(),
+        traceparent: None,
+        owner: owner.into(),
+    }
 }
 
 /// The next job on [`QUEUE`], delivered to consumer `w1`.
