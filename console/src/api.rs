@@ -276,7 +276,8 @@ async fn task_of(
     };
     let detail = state
         .store
-        .console_task(id, &known.record.owner)
+        .console()
+        .task(id, &known.record.owner)
         .await
         .ok()
         .flatten();

@@ -102,7 +102,7 @@ pub(crate) struct Rates {
 impl Rates {
     /// Take in a read of every process' snapshot at `now_ms`; whether anything new was
     /// counted. Stale snapshots are left out (their writers are gone; the live ones drop
-    /// them from Redis, `Store::publish_tally`). A process missing from one read (a Redis
+    /// them from Redis, `Fleet::publish_tally`). A process missing from one read (a Redis
     /// that restarted empty, say) is remembered until it is stale, so when it shows up
     /// again only what it counted since is new.
     pub(crate) fn absorb(&mut self, tallies: Vec<(String, Tally)>, now_ms: i64) -> bool {

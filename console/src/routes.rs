@@ -246,7 +246,7 @@ async fn task(
     // The console remembers summaries: the page reads the task whole (a fragment
     // only its hash; the whole page its worker, deliveries and trace too).
     if call.fragment {
-        let full = state.store.get_task(id, &known.record.owner).await;
+        let full = state.store.tasks().get(id, &known.record.owner).await;
         let known = match full {
             Ok(Some(record)) => Known {
                 record: Arc::new(record),
@@ -256,7 +256,7 @@ async fn task(
         };
         return html(StatusCode::OK, pages::task_main(&known));
     }
-    let detail = state.store.console_task(id, &known.record.owner).await;
+    let detail = state.store.console().task(id, &known.record.owner).await;
     let detail = detail
         .inspect_err(|e| tracing::warn!(error = %e, task.id = %id, "console: task detail not read"))
         .ok()

@@ -139,11 +139,17 @@ pub(crate) async fn strike(
     principal: &str,
 ) -> Result<Struck, Refusal> {
     let strike = Ask::parse(body, json)?.strike(now_millis())?;
-    let adverts = state.store.adverts().await.map_err(|e| unavailable(&e))?;
+    let adverts = state
+        .store
+        .fleet()
+        .adverts()
+        .await
+        .map_err(|e| unavailable(&e))?;
     strikes::check(&strike, &adverts).map_err(|e| bad(e.to_string()))?;
     let known = adverts.iter().any(|a| a.tool.name == strike.tool);
     let new = state
         .store
+        .controls()
         .strike(&strike)
         .await
         .map_err(|e| unavailable(&e))?;
@@ -175,11 +181,17 @@ pub(crate) async fn restore(
     let strike = Ask::parse(body, json)?.strike(0)?;
     let lifted = state
         .store
+        .controls()
         .lift_strike(&strike_id(&strike.tool, strike.when.as_ref()))
         .await
         .map_err(|e| unavailable(&e))?;
     if !lifted {
-        let left = state.store.strikes().await.map_err(|e| unavailable(&e))?;
+        let left = state
+            .store
+            .controls()
+            .strikes()
+            .await
+            .map_err(|e| unavailable(&e))?;
         let names: Vec<String> = left.0.iter().map(Strike::describe).collect();
         return Err((
             StatusCode::NOT_FOUND,
@@ -198,12 +210,13 @@ pub(crate) async fn restore(
     tracing::info!(console.owner = %by, "console: {} restored by {by}", strike.describe());
     // The strike is lifted: that is the work. Queueing the held jobs here only saves the
     // workers their few seconds.
-    let released = match tokio::time::timeout(RELEASE_WITHIN, state.store.release_all_held()).await
-    {
-        Ok(Ok(n)) => Ok(n),
-        Ok(Err(e)) => Err(mcp_tasks_shared::error_chain(&e)),
-        Err(_) => Err(format!("took over {} s", RELEASE_WITHIN.as_secs())),
-    };
+    let released =
+        match tokio::time::timeout(RELEASE_WITHIN, state.store.controls().release_all_held()).await
+        {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(e)) => Err(mcp_tasks_shared::error_chain(&e)),
+            Err(_) => Err(format!("took over {} s", RELEASE_WITHIN.as_secs())),
+        };
     Ok(Restored {
         describe: strike.describe(),
         released,
@@ -213,7 +226,7 @@ pub(crate) async fn restore(
 /// After a strike or restore: the strikes in force into the console's memory now, so the
 /// page the operator lands on shows them (the refresh would within 2 s).
 pub(crate) async fn shown_now(state: &State, console: &Console) {
-    match state.store.strikes().await {
+    match state.store.controls().strikes().await {
         Ok(strikes) => console.view.set_strikes(view::strike_rows(strikes)),
         Err(e) => tracing::debug!(error = %e, "console: strikes not re-read; the refresh will"),
     }

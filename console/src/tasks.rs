@@ -42,7 +42,7 @@ pub(crate) async fn find(
     let owner = api::pairs(query?)
         .into_iter()
         .find_map(|(k, v)| (k == "owner").then_some(v))?;
-    let detail = state.store.console_task(id, &owner).await;
+    let detail = state.store.console().task(id, &owner).await;
     let detail = detail
         .inspect_err(|e| tracing::warn!(error = %e, task.id = %id, "console: task not read"))
         .ok()??;
@@ -65,7 +65,7 @@ pub(crate) async fn cancel(
         return Err(api::error(StatusCode::NOT_FOUND, UNKNOWN_TASK));
     };
     let owner = known.record.owner.clone();
-    match state.store.cancel(id, &owner).await {
+    match state.store.tasks().cancel(id, &owner).await {
         Ok(true) => {
             let by = logged(principal);
             tracing::info!(task.id = %id, console.owner = %by, "console: task {id} cancelled by {by}");

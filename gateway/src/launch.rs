@@ -286,7 +286,7 @@ async fn found(
     watch: Option<Watch>,
     guard: CancelOnDrop,
 ) -> Result<Launched, DispatchError> {
-    let Some(rec) = store.get_task(&id, owner).await? else {
+    let Some(rec) = store.tasks().get(&id, owner).await? else {
         return Err(DispatchError::Internal(
             "a keyed task vanished as it was found".into(),
         ));
@@ -331,7 +331,7 @@ pub(crate) async fn wait_terminal(
             Err(_) => return Ok(Wait::TimedOut),
             Ok(None) => return Err(DispatchError::Internal("event hub stopped".into())),
             Ok(Some(TaskEvent::Changed(rec))) => std::sync::Arc::unwrap_or_clone(rec),
-            Ok(Some(TaskEvent::Resync)) => match store.get_task(watch.task_id(), owner).await? {
+            Ok(Some(TaskEvent::Resync)) => match store.tasks().get(watch.task_id(), owner).await? {
                 Some(rec) => rec,
                 None => {
                     return Err(DispatchError::Internal(
@@ -382,7 +382,7 @@ impl Drop for CancelOnDrop {
         let owner = std::mem::take(&mut self.owner);
         tracing::info!(task.id = %id, "caller left before learning the task; cancelling it");
         tokio::spawn(async move {
-            if let Err(e) = store.cancel(&id, &owner).await {
+            if let Err(e) = store.tasks().cancel(&id, &owner).await {
                 tracing::warn!(task.id = %id, error = %e, "cannot cancel abandoned task");
             }
         });

@@ -77,7 +77,7 @@ impl Registry {
         // One read per second for the whole gateway, however many calls find it stale.
         let strikes = self
             .strikes
-            .fresh_or_read_once(|| self.store.strikes())
+            .fresh_or_read_once(|| self.store.controls().strikes())
             .await?;
         Ok(strikes.matching(name, args).cloned())
     }
@@ -86,6 +86,7 @@ impl Registry {
         let now = now_millis();
         let mut live: Vec<ToolAdvert> = self
             .store
+            .fleet()
             .adverts()
             .await?
             .into_iter()
@@ -107,6 +108,7 @@ impl Registry {
         let now = now_millis();
         let mut live: Vec<UpstreamAdvert> = self
             .store
+            .fleet()
             .upstream_adverts()
             .await?
             .into_iter()

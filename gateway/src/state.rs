@@ -45,7 +45,7 @@ impl State {
     }
 }
 
-/// Prunes of owners' unfinished sets (`Store::prune_active`), one at a time per stripe of
+/// Prunes of owners' unfinished sets (`Tasks::prune_active`), one at a time per stripe of
 /// owners, so a burst of requests at an owner's limit does not read the owner's whole set
 /// once each; nothing is kept per owner. A request that waited while a prune of its owner
 /// started skips its own: that prune read the set after this request was refused.

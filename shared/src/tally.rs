@@ -108,7 +108,7 @@ pub async fn publish(store: Store, process: String, stop: CancellationToken) {
             } || now.at_ms - l.at_ms >= REFRESH_EVERY.as_millis() as i64
         });
         if due {
-            match store.publish_tally(&process, &now).await {
+            match store.fleet().publish_tally(&process, &now).await {
                 Ok(dropped) => {
                     if dropped > 0 {
                         tracing::debug!(dropped, "tallies of processes gone dropped");

@@ -97,15 +97,15 @@ fn age(ms: i64) -> String {
 /// `queues`: length, consumer-group lag, pending and consumers per queue.
 pub(crate) async fn queues(url: &str) -> Result<(), Fail> {
     let store = connect(url).await?;
-    let names = ask(url, store.queue_names()).await?;
+    let names = ask(url, store.fleet().queue_names()).await?;
     if names.is_empty() {
         println!("no queues (no worker has started against this Redis)");
         return Ok(());
     }
     let mut rows = Vec::new();
     for name in &names {
-        let depth = ask(url, store.queue_depth(name)).await?;
-        let consumers = ask(url, store.queue_consumers(name)).await?;
+        let depth = ask(url, store.fleet().queue_depth(name)).await?;
+        let consumers = ask(url, store.fleet().queue_consumers(name)).await?;
         rows.push(vec![
             name.clone(),
             depth.length.to_string(),
@@ -124,7 +124,7 @@ pub(crate) async fn workers(url: &str) -> Result<(), Fail> {
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
-    let mut tools: Vec<Vec<String>> = ask(url, store.adverts())
+    let mut tools: Vec<Vec<String>> = ask(url, store.fleet().adverts())
         .await?
         .into_iter()
         .map(|advert| {
@@ -149,8 +149,8 @@ pub(crate) async fn workers(url: &str) -> Result<(), Fail> {
     }
     println!();
     let mut consumers = Vec::new();
-    for name in ask(url, store.queue_names()).await? {
-        for c in ask(url, store.queue_consumers(&name)).await? {
+    for name in ask(url, store.fleet().queue_names()).await? {
+        for c in ask(url, store.fleet().queue_consumers(&name)).await? {
             consumers.push(vec![
                 name.clone(),
                 c.name,

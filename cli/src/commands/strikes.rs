@@ -33,13 +33,13 @@ pub(crate) async fn strike(
     // The name first, before any connection: no advert needed to refuse it.
     strikes::check(&strike, &[]).map_err(Fail::usage)?;
     let store = connect(url).await?;
-    let adverts = ask(url, store.adverts()).await?;
+    let adverts = ask(url, store.fleet().adverts()).await?;
     strikes::check(&strike, &adverts).map_err(|e| match &strike.when {
         Some((arg, value)) => Fail::usage(format!("--where {arg}={value}: {e}")),
         None => Fail::usage(e),
     })?;
     let known = adverts.iter().any(|a| a.tool.name == tool);
-    let new = ask(url, store.strike(&strike)).await?;
+    let new = ask(url, store.controls().strike(&strike)).await?;
     if !known {
         eprintln!("mcp-tasks: note: no worker advertises a tool named {tool}; struck anyway");
     }
@@ -54,8 +54,15 @@ pub(crate) async fn restore(
     when: Option<(String, String)>,
 ) -> Result<(), Fail> {
     let store = connect(url).await?;
-    if !ask(url, store.lift_strike(&strike_id(tool, when.as_ref()))).await? {
-        let left = ask(url, store.strikes()).await?;
+    if !ask(
+        url,
+        store
+            .controls()
+            .lift_strike(&strike_id(tool, when.as_ref())),
+    )
+    .await?
+    {
+        let left = ask(url, store.controls().strikes()).await?;
         let names: Vec<String> = left.0.iter().map(Strike::describe).collect();
         return Err(Fail::runtime(format!(
             "no strike on {}{}",
@@ -82,7 +89,7 @@ pub(crate) async fn restore(
     .describe();
     // The strike is lifted: that is the command's work, done. Releasing the held jobs here
     // only saves the workers their few seconds; when it fails, they release the rest.
-    match tokio::time::timeout(TIMEOUT, store.release_all_held()).await {
+    match tokio::time::timeout(TIMEOUT, store.controls().release_all_held()).await {
         Ok(Ok(released)) => println!("restored {what}: {released} held jobs queued again"),
         Ok(Err(e)) => println!(
             "restored {what}; held jobs not all queued again here ({}): the workers queue \
@@ -101,7 +108,7 @@ pub(crate) async fn restore(
 /// `strikes`: the strikes in force.
 pub(crate) async fn list(url: &str) -> Result<(), Fail> {
     let store = connect(url).await?;
-    let strikes = ask(url, store.strikes()).await?;
+    let strikes = ask(url, store.controls().strikes()).await?;
     if strikes.is_empty() {
         println!("no strikes");
         return Ok(());

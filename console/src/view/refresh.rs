@@ -106,7 +106,7 @@ async fn reread(view: &View, store: &Store, watches: &mut Watches, task: &str) {
         watches.remove(task);
         return;
     };
-    match store.get_task(task, &known.record.owner).await {
+    match store.tasks().get(task, &known.record.owner).await {
         Ok(Some(record)) => {
             if record.is_terminal() {
                 watches.remove(task);
@@ -153,12 +153,12 @@ async fn refresh(
     cursors: &mut HashMap<String, String>,
 ) -> Result<bool, StoreError> {
     let now = now_millis();
-    let tallies = store.tallies().await?;
+    let tallies = store.fleet().tallies().await?;
     let mut unseen = named_by_tallies(view, &tallies);
-    let adverts = store.adverts().await?;
+    let adverts = store.fleet().adverts().await?;
     let (queues, workers) = read_queues(view, store, cursors, &adverts, now, &mut unseen).await?;
     let tools = tool_rows(&adverts, now);
-    let strikes = strike_rows(store.strikes().await?);
+    let strikes = strike_rows(store.controls().strikes().await?);
     let fleet = Fleet {
         queues,
         workers,
@@ -194,12 +194,13 @@ async fn read_queues(
 ) -> Result<(Vec<QueueRow>, Vec<WorkerRow>), StoreError> {
     let mut queues = Vec::new();
     let mut workers: BTreeMap<String, WorkerRow> = BTreeMap::new();
-    for name in store.queue_names().await? {
+    for name in store.fleet().queue_names().await? {
         let q = store
-            .console_queue(&name, cursors, RECENT_PER_STREAM)
+            .console()
+            .queue(&name, cursors, RECENT_PER_STREAM)
             .await?;
-        let consumers = store.queue_consumers(&name).await?;
-        let held = store.held_count(&name).await?;
+        let consumers = store.fleet().queue_consumers(&name).await?;
+        let held = store.controls().held_count(&name).await?;
         let tools = live_tools(adverts, &name, now);
         for c in &consumers {
             count_consumer(&mut workers, c, &name, &tools);
@@ -308,7 +309,7 @@ async fn read_unseen(
     watches.add(&ids).await?;
     let reads = unseen
         .iter()
-        .map(|(id, (owner, _))| store.get_task(id, owner));
+        .map(|(id, (owner, _))| store.tasks().get(id, owner));
     let records = futures_util::future::join_all(reads).await;
     let mut changed = false;
     let mut failed = None;

@@ -56,7 +56,7 @@ pub(crate) async fn listen(
     // in one subscription: one command to Redis, one channel here.
     let mut watches = state.hub.watch_all(&task_ids).await?;
     let me = owner(&req);
-    let snapshots = state.store.get_tasks(&task_ids, me).await?;
+    let snapshots = state.store.tasks().get_many(&task_ids, me).await?;
     let mut last_seen: HashMap<String, u64> = HashMap::new();
     let mut initial = Vec::new();
     for (id, snap) in task_ids.iter().zip(snapshots) {
@@ -181,6 +181,7 @@ impl ListenerSlot {
         let id = uuid::Uuid::new_v4().simple().to_string();
         if !state
             .store
+            .limits()
             .hold_listener(owner, &id, most, LISTENER_HOLD)
             .await?
         {
@@ -201,7 +202,11 @@ impl ListenerSlot {
                 loop {
                     tick.tick().await;
                     // Renewal never refuses a slot already held.
-                    if let Err(e) = store.hold_listener(&owner, &id, 0, LISTENER_HOLD).await {
+                    if let Err(e) = store
+                        .limits()
+                        .hold_listener(&owner, &id, 0, LISTENER_HOLD)
+                        .await
+                    {
                         tracing::debug!(error = %e, "cannot renew the listener slot");
                     }
                 }
@@ -221,7 +226,7 @@ impl Drop for ListenerSlot {
         }
         if let Some((store, owner, id)) = self.release.take() {
             tokio::spawn(async move {
-                if let Err(e) = store.release_listener(&owner, &id).await {
+                if let Err(e) = store.limits().release_listener(&owner, &id).await {
                     tracing::debug!(error = %e, "cannot release the listener slot; it lapses");
                 }
             });
@@ -380,7 +385,7 @@ impl Stream {
 
     /// Re-read a task after events may have been missed; retried until Redis answers.
     async fn reread(&mut self, id: &str) {
-        match self.state.store.get_task(id, &self.owner).await {
+        match self.state.store.tasks().get(id, &self.owner).await {
             Ok(Some(rec)) => self.send_task(&rec),
             Ok(None) => {
                 self.last_seen.remove(id);

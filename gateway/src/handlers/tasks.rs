@@ -49,7 +49,7 @@ pub(crate) async fn get(
     if !is_plausible_task_id(id) {
         return Err(DispatchError::TaskNotFound);
     }
-    let rec = state.store.view_task(id, owner(req)).await?;
+    let rec = state.store.tasks().view(id, owner(req)).await?;
     let Some(rec) = rec.filter(|r| r.owner == owner(req)) else {
         return Err(DispatchError::TaskNotFound);
     };
@@ -95,7 +95,7 @@ pub(crate) async fn update(
         .iter()
         .map(|(k, v)| (k.clone(), ResponseKind::mask_of(v), v.to_string()))
         .collect();
-    match state.store.answer(id, owner(req), &answers).await? {
+    match state.store.tasks().answer(id, owner(req), &answers).await? {
         Answer::Ok => Ok(empty(req)),
         Answer::NotFound => Err(DispatchError::TaskNotFound),
         Answer::Invalid { key, method } => Err(DispatchError::InvalidParams(format!(
@@ -111,7 +111,7 @@ pub(crate) async fn cancel(
     params: &CancelTaskParams,
 ) -> Result<Reply, DispatchError> {
     let id = checked_id(req, &params.task_id)?;
-    if !is_plausible_task_id(id) || !state.store.cancel(id, owner(req)).await? {
+    if !is_plausible_task_id(id) || !state.store.tasks().cancel(id, owner(req)).await? {
         return Err(DispatchError::TaskNotFound);
     }
     Ok(empty(req))

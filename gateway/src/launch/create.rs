@@ -48,6 +48,7 @@ pub(super) async fn create(state: &State, new: &NewTask<'_>) -> Result<Made, Dis
     let bytes = json_len(new.job);
     if let stored::Counted::Refused(total) = state
         .store
+        .limits()
         .count_stored(
             new.owner,
             bytes,
@@ -69,7 +70,12 @@ pub(super) async fn create(state: &State, new: &NewTask<'_>) -> Result<Made, Dis
     let created = create_within_counts(state, new).await;
     if !matches!(created, Ok(Made::At(_))) {
         // Nothing kept: the bytes are not the owner's to carry.
-        if let Err(e) = state.store.uncount_stored(new.owner, bytes, lapses).await {
+        if let Err(e) = state
+            .store
+            .limits()
+            .uncount_stored(new.owner, bytes, lapses)
+            .await
+        {
             tracing::debug!(error = %e, "stored bytes of a failed create not taken back");
         }
     }
@@ -85,7 +91,7 @@ async fn create_within_counts(state: &State, new: &NewTask<'_>) -> Result<Made, 
     }
     state
         .prunes
-        .run(new.owner, state.store.prune_active(new.owner))
+        .run(new.owner, state.store.tasks().prune_active(new.owner))
         .await?;
     // Tried again whatever the prune found: another request's may have made room.
     create_counted(state, new)
@@ -95,7 +101,7 @@ async fn create_within_counts(state: &State, new: &NewTask<'_>) -> Result<Made, 
 
 /// One create: `None` when refused at the unfinished-task limit.
 async fn create_counted(state: &State, new: &NewTask<'_>) -> Result<Option<Made>, DispatchError> {
-    match state.store.create_task(new).await? {
+    match state.store.tasks().create(new).await? {
         Created::At(at) => Ok(Some(Made::At(at))),
         Created::Existing => Ok(Some(Made::Existing)),
         Created::Conflict(differs) => Err(DispatchError::KeyReused {

@@ -37,7 +37,7 @@ pub(super) async fn notification(
         return;
     };
     if let Some(task) = call::task_of_request(state, session, &request_id).await
-        && let Err(e) = state.store.cancel(&task, &session.owner).await
+        && let Err(e) = state.store.tasks().cancel(&task, &session.owner).await
     {
         tracing::warn!(task.id = %task, error = %e, "cannot cancel a call the client cancelled");
     }
@@ -82,7 +82,12 @@ pub(super) async fn respond(
         ResponseKind::mask_of(&answer),
         answer.to_string(),
     )];
-    match state.store.answer(task, &session.owner, &answers).await {
+    match state
+        .store
+        .tasks()
+        .answer(task, &session.owner, &answers)
+        .await
+    {
         Ok(Answer::Ok) => reply::empty(StatusCode::ACCEPTED),
         Ok(Answer::NotFound) => session_missing(
             StatusCode::NOT_FOUND,
@@ -123,7 +128,8 @@ async fn failed_answer(
     };
     let rec = state
         .store
-        .get_task(task, &session.owner)
+        .tasks()
+        .get(task, &session.owner)
         .await
         .map_err(unavailable)?
         .ok_or_else(|| {
@@ -142,6 +148,7 @@ async fn failed_answer(
         Some(_) => {
             state
                 .store
+                .tasks()
                 .cancel(task, &session.owner)
                 .await
                 .map_err(unavailable)?;

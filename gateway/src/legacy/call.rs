@@ -115,7 +115,8 @@ async fn start_task(
     // tasks/list shows it.
     if let Err(e) = state
         .store
-        .note_session_task(
+        .sessions()
+        .note_task(
             &session.id,
             &session.list_scope(),
             &id,
@@ -211,6 +212,7 @@ async fn remember_call(
     if let Some(rid) = &remembered
         && let Err(e) = state
             .store
+            .sessions()
             .remember_call(&session.id, rid, task_id, Duration::from_millis(ttl_ms))
             .await
     {
@@ -226,7 +228,7 @@ pub(super) async fn task_of_request(
     request_id: &Id,
 ) -> Option<String> {
     let rid = serde_json::to_string(request_id).ok()?;
-    match state.store.called_task(&session.id, &rid).await {
+    match state.store.sessions().called_task(&session.id, &rid).await {
         Ok(task) => task,
         Err(e) => {
             tracing::warn!(error = %e, "cannot look up a cancelled call");

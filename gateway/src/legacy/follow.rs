@@ -281,13 +281,13 @@ async fn run(state: Arc<State>, mut watch: Watch, f: Follow, tx: mpsc::Sender<By
         // Cancelled here, awaited (a drop guard's spawned cancel may not run at shutdown).
         if leave
             && !me.f.outlives
-            && let Err(e) = state.store.cancel(&me.f.task_id, &me.f.owner).await
+            && let Err(e) = state.store.tasks().cancel(&me.f.task_id, &me.f.owner).await
         {
             tracing::warn!(task.id = %me.f.task_id, error = %e, "cannot cancel the call's task");
         }
     }
     if let Some((session, rid)) = &me.f.remembered
-        && let Err(e) = state.store.forget_call(session, rid).await
+        && let Err(e) = state.store.sessions().forget_call(session, rid).await
     {
         tracing::debug!(error = %e, "cannot forget a finished call");
     }
@@ -296,7 +296,7 @@ async fn run(state: Arc<State>, mut watch: Watch, f: Follow, tx: mpsc::Sender<By
 async fn follow_until_done(state: &Arc<State>, watch: &mut Watch, me: &mut Follower) -> Stop {
     let mut keepalive = tokio::time::interval(KEEPALIVE);
     keepalive.tick().await;
-    let mut pending = match state.store.get_task(&me.f.task_id, &me.f.owner).await {
+    let mut pending = match state.store.tasks().get(&me.f.task_id, &me.f.owner).await {
         Ok(Some(rec)) => Some(rec),
         Ok(None) => {
             return me
@@ -355,7 +355,7 @@ async fn follow_until_done(state: &Arc<State>, watch: &mut Watch, me: &mut Follo
                     }
                     Some(TaskEvent::Changed(rec)) => Arc::unwrap_or_clone(rec),
                     Some(TaskEvent::Resync) => {
-                        match state.store.get_task(&me.f.task_id, &me.f.owner).await {
+                        match state.store.tasks().get(&me.f.task_id, &me.f.owner).await {
                             Ok(Some(rec)) => rec,
                             Ok(None) => {
                                 return me

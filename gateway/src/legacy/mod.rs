@@ -119,7 +119,7 @@ pub(crate) async fn get(
 /// `DELETE` with a session id: end the session.
 pub(crate) async fn end(state: &Arc<State>, owner: &str, sid: &str) -> Response<ResBody> {
     match session::load(state, sid, owner).await {
-        Ok(Some(_)) => match state.store.end_session(owner, sid).await {
+        Ok(Some(_)) => match state.store.sessions().end(owner, sid).await {
             Ok(_) => reply::empty(StatusCode::NO_CONTENT),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot end a session");

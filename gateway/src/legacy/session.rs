@@ -60,7 +60,12 @@ pub(super) async fn load(
     if !plausible_session_id(id) {
         return Ok(None);
     }
-    let Some(raw) = state.store.touch_session(id, owner, SESSION_IDLE).await? else {
+    let Some(raw) = state
+        .store
+        .sessions()
+        .touch(id, owner, SESSION_IDLE)
+        .await?
+    else {
         return Ok(None);
     };
     let mut session: Session = serde_json::from_str(&raw)
@@ -140,7 +145,8 @@ pub(crate) async fn initialize(
     let most = state.config.limits.sessions;
     match state
         .store
-        .open_session(&session.owner, &sid, &record, SESSION_IDLE, most)
+        .sessions()
+        .open(&session.owner, &sid, &record, SESSION_IDLE, most)
         .await
     {
         Ok(true) => {}

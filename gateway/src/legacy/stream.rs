@@ -62,7 +62,8 @@ impl Streamer {
         let ids = match self
             .state
             .store
-            .session_tasks(&self.session.id, SESSION_IDLE)
+            .sessions()
+            .tasks(&self.session.id, SESSION_IDLE)
             .await
         {
             Ok(ids) => ids,
@@ -80,7 +81,13 @@ impl Streamer {
                 tracing::warn!(error = %e, "cannot watch the session's tasks; retrying");
                 return Ok(());
             }
-            match self.state.store.get_tasks(&new, &self.session.owner).await {
+            match self
+                .state
+                .store
+                .tasks()
+                .get_many(&new, &self.session.owner)
+                .await
+            {
                 Ok(records) => {
                     for (id, rec) in new.iter().zip(records) {
                         match rec {
@@ -100,7 +107,8 @@ impl Streamer {
             match self
                 .state
                 .store
-                .forget_session_tasks(&self.session.id, &ended)
+                .sessions()
+                .forget_tasks(&self.session.id, &ended)
                 .await
             {
                 // Out of the set: never listed again, so no longer remembered here.
@@ -148,17 +156,19 @@ impl Streamer {
         }
         let rec = match event {
             TaskEvent::Changed(rec) => Arc::unwrap_or_clone(rec),
-            TaskEvent::Resync => match self.state.store.get_task(id, &self.session.owner).await {
-                Ok(Some(rec)) => rec,
-                Ok(None) => {
-                    self.stop(id);
-                    return Ok(());
+            TaskEvent::Resync => {
+                match self.state.store.tasks().get(id, &self.session.owner).await {
+                    Ok(Some(rec)) => rec,
+                    Ok(None) => {
+                        self.stop(id);
+                        return Ok(());
+                    }
+                    Err(e) => {
+                        tracing::warn!(task.id = %id, error = %e, "cannot re-read a session task");
+                        return Ok(());
+                    }
                 }
-                Err(e) => {
-                    tracing::warn!(task.id = %id, error = %e, "cannot re-read a session task");
-                    return Ok(());
-                }
-            },
+            }
         };
         self.send(&rec).await
     }
@@ -190,7 +200,7 @@ async fn run(state: Arc<State>, session: Session, tx: mpsc::Sender<Bytes>) {
             () = me.tx.closed() => break,
             () = state.streams_end.cancelled() => break,
             _ = keepalive.tick() => me.tx.send(Bytes::from_static(b": keepalive\n\n")).await.map_err(drop),
-            _ = poll.tick() => match state.store.touch_session(&me.session.id, &me.session.owner, SESSION_IDLE).await {
+            _ = poll.tick() => match state.store.sessions().touch(&me.session.id, &me.session.owner, SESSION_IDLE).await {
                 Ok(None) => break,
                 _ => me.refresh().await,
             },

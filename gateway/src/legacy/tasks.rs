@@ -46,7 +46,8 @@ async fn find(
     tracing::Span::current().record("task.id", id);
     state
         .store
-        .get_task(id, owner(req))
+        .tasks()
+        .get(id, owner(req))
         .await?
         .filter(|r| r.owner == owner(req))
         .ok_or(DispatchError::TaskNotFound)
@@ -143,9 +144,13 @@ pub(super) async fn list(
         }
     };
     let scope = session.list_scope();
-    let ids = state.store.listed_tasks(&scope, start, PAGE).await?;
+    let ids = state
+        .store
+        .sessions()
+        .listed_tasks(&scope, start, PAGE)
+        .await?;
     let full_page = ids.len() == PAGE;
-    let records = state.store.get_tasks(&ids, owner(req)).await?;
+    let records = state.store.tasks().get_many(&ids, owner(req)).await?;
     let now = now_millis();
     let mut listed = Vec::with_capacity(ids.len());
     let mut gone = Vec::new();
@@ -156,7 +161,7 @@ pub(super) async fn list(
         }
     }
     // Expired tasks leave the list as they are met.
-    if let Err(e) = state.store.forget_listed(&scope, &gone).await {
+    if let Err(e) = state.store.sessions().forget_listed(&scope, &gone).await {
         tracing::debug!(error = %e, "cannot forget expired listed tasks");
     }
     let mut result = json!({ "tasks": listed });
@@ -182,16 +187,16 @@ pub(super) async fn cancel(
         )));
     }
     let mut watch = state.hub.watch(&rec.id).await?;
-    if !state.store.cancel(&rec.id, owner(req)).await? {
+    if !state.store.tasks().cancel(&rec.id, owner(req)).await? {
         return Err(DispatchError::TaskNotFound);
     }
     // A queued or waiting task is cancelled by now; a running one when its worker stops it,
     // which it must (a finishing worker honours the cancel flag): wait a moment for that.
     let until = Instant::now() + CANCEL_CONFIRM;
-    let mut now = state.store.get_task(&rec.id, owner(req)).await?;
+    let mut now = state.store.tasks().get(&rec.id, owner(req)).await?;
     while !now.as_ref().is_none_or(TaskRecord::is_terminal) {
         match tokio::time::timeout_at(until.into(), watch.recv()).await {
-            Ok(Some(_)) => now = state.store.get_task(&rec.id, owner(req)).await?,
+            Ok(Some(_)) => now = state.store.tasks().get(&rec.id, owner(req)).await?,
             Ok(None) | Err(_) => break,
         }
     }

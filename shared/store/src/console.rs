@@ -12,7 +12,8 @@ use std::collections::HashMap;
 use redis::AsyncCommands as _;
 use redis::streams::StreamRangeReply;
 
-use crate::{QueueDepth, Store, StoreResult, TaskRecord, keys};
+use crate::handles::ConsoleReads;
+use crate::{QueueDepth, StoreResult, TaskRecord, keys};
 
 /// Most entries read from the end of one stream per call.
 pub const MAX_RECENT_PER_STREAM: usize = 200;
@@ -77,9 +78,9 @@ fn jobs(reply: StreamRangeReply) -> Vec<QueuedJob> {
         .collect()
 }
 
-impl Store {
+impl ConsoleReads<'_> {
     /// `queue`'s depth, its oldest waiting job, and the entries added to its streams since
-    /// the last call: per stream `XLEN` and `XINFO GROUPS` (as [`Store::queue_depth`]),
+    /// the last call: per stream `XLEN` and `XINFO GROUPS` (as [`Fleet::queue_depth`](crate::Fleet::queue_depth)),
     /// `XRANGE … COUNT 1` while jobs wait, and `XRANGE (CURSOR + COUNT count` from the last
     /// entry seen (`cursors`, per stream, updated here; a stream read for the first time
     /// gives its newest `count` entries with `XREVRANGE`). `count` is capped at
@@ -87,17 +88,17 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn console_queue(
-        &self,
+    pub async fn queue(
+        self,
         queue: &str,
         cursors: &mut HashMap<String, String>,
         count: usize,
     ) -> StoreResult<QueueView> {
         let count = count.clamp(1, MAX_RECENT_PER_STREAM);
         let mut view = QueueView::default();
-        for key in self.layout.queue_streams(queue) {
-            let mut con = self.con.clone();
-            let (depth, last_delivered) = self.stream_depth(&key).await?;
+        for key in self.store.layout.queue_streams(queue) {
+            let mut con = self.store.con.clone();
+            let (depth, last_delivered) = self.store.fleet().stream_depth(&key).await?;
             view.depth.length += depth.length;
             view.depth.pending += depth.pending;
             view.depth.lag += depth.lag;
@@ -137,15 +138,16 @@ impl Store {
     }
 }
 
-impl Store {
+impl ConsoleReads<'_> {
     /// One task with its worker, deliveries and trace context: `HGETALL`, then while the
     /// job's entry exists `XRANGE entry entry` and `XPENDING … entry entry 1` (same slot).
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn console_task(&self, id: &str, owner: &str) -> StoreResult<Option<TaskDetail>> {
-        let mut con = self.con.clone();
-        let fields: Vec<(String, String)> = con.hgetall(self.layout.task_key(id, owner)).await?;
+    pub async fn task(self, id: &str, owner: &str) -> StoreResult<Option<TaskDetail>> {
+        let mut con = self.store.con.clone();
+        let fields: Vec<(String, String)> =
+            con.hgetall(self.store.layout.task_key(id, owner)).await?;
         let field = |name: &str| {
             fields
                 .iter()

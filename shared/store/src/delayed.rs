@@ -9,7 +9,8 @@
 
 use std::time::Duration;
 
-use crate::{Delivery, Store, StoreResult, Write, keys, replies};
+use crate::handles::Jobs;
+use crate::{Delivery, StoreResult, Write, keys, replies};
 
 /// The shortest sleep between two moves of due jobs (the most a retry waits past its delay
 /// when the next due time is known).
@@ -22,7 +23,7 @@ pub const DUE_IDLE: Duration = Duration::from_secs(1);
 /// Most jobs one `due.lua` call moves.
 const DUE_BATCH: usize = 100;
 
-impl Store {
+impl Jobs<'_> {
     /// Put `d`'s job in its stream's delayed set for `delay` (Redis' clock), as attempt
     /// `next_attempt`, with `message` as the task's status message. The task stays `working`.
     ///
@@ -30,28 +31,29 @@ impl Store {
     /// Redis unavailable.
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "retry", task.id = %d.task_id))]
     pub async fn retry(
-        &self,
+        self,
         d: &Delivery,
         fence: u64,
         delay: Duration,
         message: &str,
         next_attempt: u32,
     ) -> StoreResult<Write> {
-        let mut con = self.con.clone();
-        let key = self.layout.task_key(&d.task_id, &d.owner);
+        let mut con = self.store.con.clone();
+        let key = self.store.layout.task_key(&d.task_id, &d.owner);
         replies::read(
-            self.on_delivery(
-                &self.scripts.retry,
-                &key,
-                d,
-                &[keys::delayed_key(&d.stream)],
-            )
-            .arg(fence)
-            .arg(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX))
-            .arg(message)
-            .arg(next_attempt)
-            .invoke_async(&mut con)
-            .await?,
+            self.store
+                .on_delivery(
+                    &self.store.scripts.retry,
+                    &key,
+                    d,
+                    &[keys::delayed_key(&d.stream)],
+                )
+                .arg(fence)
+                .arg(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX))
+                .arg(message)
+                .arg(next_attempt)
+                .invoke_async(&mut con)
+                .await?,
         )
     }
 
@@ -60,11 +62,12 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn move_due(&self, queue: &str) -> StoreResult<(usize, Option<Duration>)> {
-        let mut con = self.con.clone();
+    pub async fn move_due(self, queue: &str) -> StoreResult<(usize, Option<Duration>)> {
+        let mut con = self.store.con.clone();
         let (mut moved, mut next) = (0, None::<Duration>);
-        for stream in self.layout.queue_streams(queue) {
+        for stream in self.store.layout.queue_streams(queue) {
             let (n, wait_ms): (i64, i64) = self
+                .store
                 .scripts
                 .due
                 .key(keys::delayed_key(&stream))

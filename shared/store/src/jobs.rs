@@ -9,6 +9,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::entries::{BadJob, Entry};
+use crate::handles::Jobs;
 use crate::{JobReader, Store, StoreResult, keys, replies};
 
 /// The stream entry a worker runs: everything the handler needs besides the task hash.
@@ -54,10 +55,10 @@ pub struct Delivery {
     /// Delivered for the first time (read as new), not reclaimed from another worker.
     pub fresh: bool,
     /// When the job was first queued (ms since the epoch), for a job moved to the end of
-    /// its queue ([`Store::defer`]); `None`: when this entry was added (its id).
+    /// its queue ([`Jobs::defer`](crate::Jobs::defer)); `None`: when this entry was added (its id).
     pub queued_ms: Option<i64>,
     /// Which attempt this run is: 1, or more for a job its tool asked to try again
-    /// ([`Store::retry`]).
+    /// ([`Jobs::retry`](crate::Jobs::retry)).
     pub attempt: u32,
 }
 
@@ -77,7 +78,7 @@ impl Delivery {
     }
 }
 
-/// Outcome of [`Store::start`].
+/// Outcome of [`Jobs::start`](crate::Jobs::start).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Start {
     /// Run the handler; writes must carry this fencing token.
@@ -91,7 +92,7 @@ pub enum Start {
     Skip(String),
 }
 
-/// Outcome of a worker's write ([`Store::set_message`], [`Store::ask`], [`Store::finish`]).
+/// Outcome of a worker's write ([`Jobs::set_message`](crate::Jobs::set_message), [`Jobs::ask`](crate::Jobs::ask), [`Jobs::finish`](crate::Jobs::finish)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Write {
     /// Written.
@@ -104,7 +105,7 @@ pub enum Write {
     Fenced,
 }
 
-/// Outcome of [`Store::ask`].
+/// Outcome of [`Jobs::ask`](crate::Jobs::ask).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Ask {
     /// Every key has an answer (key → answer JSON), in request order.
@@ -155,17 +156,20 @@ impl Store {
     }
 }
 
-impl Store {
+impl Jobs<'_> {
     /// Create the consumer group of each queue (and the stream) if missing.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn ensure_groups(&self, queues: &[String]) -> StoreResult<()> {
-        let mut con = self.con.clone();
+    pub async fn ensure_groups(self, queues: &[String]) -> StoreResult<()> {
+        let mut con = self.store.con.clone();
         if !queues.is_empty() {
             let _: () = con.sadd(keys::QUEUES_KEY, queues).await?;
         }
-        for stream in queues.iter().flat_map(|q| self.layout.queue_streams(q)) {
+        for stream in queues
+            .iter()
+            .flat_map(|q| self.store.layout.queue_streams(q))
+        {
             let r: redis::RedisResult<()> =
                 con.xgroup_create_mkstream(stream, keys::GROUP, "0").await;
             match r {
@@ -181,8 +185,8 @@ impl Store {
     ///
     /// # Errors
     /// Redis unreachable.
-    pub async fn job_reader(&self) -> StoreResult<JobReader> {
-        JobReader::connect(self).await
+    pub async fn reader(self) -> StoreResult<JobReader> {
+        JobReader::connect(self.store).await
     }
 
     /// A worker took a job: fence it, or learn it needs no run (then it is acknowledged).
@@ -191,15 +195,16 @@ impl Store {
     /// Redis unavailable.
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "start", task.id = %d.task_id))]
     pub async fn start(
-        &self,
+        self,
         d: &Delivery,
         worker: &str,
         max_deliveries: u32,
     ) -> StoreResult<Start> {
-        let mut con = self.con.clone();
-        let key = self.layout.task_key(&d.task_id, &d.owner);
+        let mut con = self.store.con.clone();
+        let key = self.store.layout.task_key(&d.task_id, &d.owner);
         replies::read(
-            self.on_delivery(&self.scripts.start, &key, d, &[])
+            self.store
+                .on_delivery(&self.store.scripts.start, &key, d, &[])
                 .arg(worker)
                 .arg(max_deliveries)
                 .arg(mcp_tasks_protocol::jsonrpc::INTERNAL_ERROR)
@@ -215,18 +220,19 @@ impl Store {
     /// Redis unavailable.
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "status", task.id = %id))]
     pub async fn set_message(
-        &self,
+        self,
         id: &str,
         owner: &str,
         fence: u64,
         message: &str,
     ) -> StoreResult<Write> {
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         replies::read(
-            self.scripts
+            self.store
+                .scripts
                 .status
-                .key(self.layout.task_key(id, owner))
-                .arg(self.layout.events_channel(id))
+                .key(self.store.layout.task_key(id, owner))
+                .arg(self.store.layout.events_channel(id))
                 .arg(fence)
                 .arg(message)
                 .invoke_async(&mut con)
@@ -240,18 +246,22 @@ impl Store {
     /// Redis unavailable, or a key that already names another request.
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "ask", task.id = %id))]
     pub async fn ask(
-        &self,
+        self,
         id: &str,
         owner: &str,
         fence: u64,
         requests: &[(String, String)],
     ) -> StoreResult<Ask> {
-        let mut inv = self.scripts.ask.key(self.layout.task_key(id, owner));
-        inv.arg(self.layout.events_channel(id)).arg(fence);
+        let mut inv = self
+            .store
+            .scripts
+            .ask
+            .key(self.store.layout.task_key(id, owner));
+        inv.arg(self.store.layout.events_channel(id)).arg(fence);
         for (key, req) in requests {
             inv.arg(key).arg(req);
         }
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         replies::read(inv.invoke_async(&mut con).await?)
     }
 
@@ -260,7 +270,7 @@ impl Store {
     /// # Errors
     /// Redis unavailable.
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "finish", task.id = %d.task_id))]
-    pub async fn finish(&self, d: &Delivery, fence: u64, outcome: &Finish) -> StoreResult<Write> {
+    pub async fn finish(self, d: &Delivery, fence: u64, outcome: &Finish) -> StoreResult<Write> {
         let (status, field, payload, message) = match outcome {
             Finish::Completed(result) => ("completed", "result", result.as_str(), ""),
             Finish::Failed { error, message } => {
@@ -268,8 +278,10 @@ impl Store {
             }
             Finish::Cancelled => ("cancelled", "", "", "Cancelled by request"),
         };
-        let key = self.layout.task_key(&d.task_id, &d.owner);
-        let mut script = self.on_delivery(&self.scripts.finish, &key, d, &[]);
+        let key = self.store.layout.task_key(&d.task_id, &d.owner);
+        let mut script = self
+            .store
+            .on_delivery(&self.store.scripts.finish, &key, d, &[]);
         script
             .arg(fence)
             .arg(status)
@@ -277,7 +289,7 @@ impl Store {
             .arg(payload)
             .arg(message)
             .arg(mcp_tasks_protocol::time::now_millis());
-        let (reply, _) = self.acknowledged(&script, &key, "finish").await?;
+        let (reply, _) = self.store.acknowledged(&script, &key, "finish").await?;
         replies::read(reply)
     }
 
@@ -286,9 +298,9 @@ impl Store {
     /// # Errors
     /// Redis unavailable.
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "release", task.id = %d.task_id))]
-    pub async fn release(&self, d: &Delivery) -> StoreResult<()> {
+    pub async fn release(self, d: &Delivery) -> StoreResult<()> {
         let key = &d.stream;
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let _: () = redis::pipe()
             .xack(key, keys::GROUP, &[&d.entry])
             .ignore()
@@ -305,7 +317,7 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn renew(&self, stream: &str, consumer: &str, entries: &[String]) -> StoreResult<()> {
+    pub async fn renew(self, stream: &str, consumer: &str, entries: &[String]) -> StoreResult<()> {
         self.claim_ids(stream, consumer, entries, None).await
     }
 
@@ -316,12 +328,13 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn defer(&self, d: &Delivery, window: usize, full: &[String]) -> StoreResult<bool> {
-        let mut con = self.con.clone();
+    pub async fn defer(self, d: &Delivery, window: usize, full: &[String]) -> StoreResult<bool> {
+        let mut con = self.store.con.clone();
         let mut script = self
+            .store
             .scripts
             .defer
-            .key(self.layout.task_key(&d.task_id, &d.owner));
+            .key(self.store.layout.task_key(&d.task_id, &d.owner));
         script
             .key(&d.stream)
             .arg(&d.entry)
@@ -342,16 +355,17 @@ impl Store {
     /// # Errors
     /// Redis unavailable.
     pub async fn give_up(
-        &self,
+        self,
         stream: &str,
         consumer: &str,
         entries: &[String],
         task_keys: &[String],
         lease: Duration,
     ) -> StoreResult<()> {
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         for key in task_keys {
             let _: i64 = self
+                .store
                 .scripts
                 .handover
                 .key(key)
@@ -362,7 +376,7 @@ impl Store {
     }
 
     async fn claim_ids(
-        &self,
+        self,
         stream: &str,
         consumer: &str,
         entries: &[String],
@@ -370,7 +384,7 @@ impl Store {
     ) -> StoreResult<()> {
         const CHUNK: usize = 100;
         let key = stream;
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         for chunk in entries.chunks(CHUNK) {
             let mut cmd = redis::cmd("XCLAIM");
             cmd.arg(key)
@@ -386,68 +400,6 @@ impl Store {
             let _: redis::Value = cmd.query_async(&mut con).await?;
         }
         Ok(())
-    }
-
-    /// Every stream of `queue`: one for one Redis, one per shard in a cluster.
-    pub fn queue_streams(&self, queue: &str) -> Vec<String> {
-        self.layout.queue_streams(queue)
-    }
-
-    /// Take (or, holding it, extend) the fleet-wide sweep lease of `stream` of `queue` for `hold`
-    /// (`SET NX PX`): only one worker sweeps a queue at a time.
-    ///
-    /// # Errors
-    /// Redis unavailable.
-    pub async fn take_sweep_lease(
-        &self,
-        queue: &str,
-        stream: &str,
-        consumer: &str,
-        hold: Duration,
-    ) -> StoreResult<bool> {
-        let mut con = self.con.clone();
-        let held: i64 = self
-            .scripts
-            .sweep_lease
-            .key(self.layout.sweep_key(queue, stream))
-            .arg(consumer)
-            .arg(u64::try_from(hold.as_millis()).unwrap_or(u64::MAX))
-            .invoke_async(&mut con)
-            .await?;
-        Ok(held == 1)
-    }
-
-    /// Claim up to `count` entries of `queue` idle for at least `min_idle` (their worker
-    /// stopped renewing), starting at `cursor`; returns them and the cursor to go on from.
-    ///
-    /// # Errors
-    /// Redis unavailable.
-    pub async fn reclaim(
-        &self,
-        queue: &str,
-        stream: &str,
-        consumer: &str,
-        min_idle: Duration,
-        cursor: &str,
-        count: usize,
-    ) -> StoreResult<(Vec<Delivery>, String)> {
-        let mut con = self.con.clone();
-        let reply: redis::streams::StreamAutoClaimReply = con
-            .xautoclaim_options(
-                stream,
-                keys::GROUP,
-                consumer,
-                u64::try_from(min_idle.as_millis()).unwrap_or(u64::MAX),
-                cursor,
-                redis::streams::StreamAutoClaimOptions::default().count(count),
-            )
-            .await?;
-        let deliveries = reply
-            .claimed
-            .into_iter()
-            .map(|entry| delivery(queue, stream, entry.into(), false))
-            .collect();
-        Ok((deliveries, reply.next_stream_id))
     }
 }
 

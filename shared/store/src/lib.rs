@@ -33,11 +33,15 @@
 //! `scripts::Scripts::load`).
 //! Callers speak domain verbs and get domain types; no `redis::Value` escapes.
 //!
-//! One module per concern, each an `impl Store` block: `tasks` (create, read, answer,
-//! cancel), `jobs` (what workers do to the tasks they run), `sessions` (2025 sessions),
-//! `listeners` (open-stream slots), `queues` (depth, consumers), [`registry`] (tool
-//! adverts), [`forward`] (upstream prompts and resources, asked through a worker), [`events`] (pub/sub fan-out), `reader` (blocking job reads); [`keys`] spells
-//! every key, `scripts` loads every Lua script and `replies` reads their answers into types,
+//! One small handle per concern ([`handles`]), borrowed from the one [`Store`] and its key
+//! table: [`Store::tasks`] (create, read, answer, cancel), [`Store::jobs`] (what workers do
+//! to the jobs they run), [`Store::limits`] (slots, rate windows, listener slots, stored
+//! bytes), [`Store::sessions`] (2025 sessions), [`Store::controls`] (strikes and held jobs),
+//! [`Store::fleet`] (adverts, tallies, queues), [`Store::console`] (the console's reads);
+//! [`forward`] (upstream prompts and resources, asked through a worker), [`events`]
+//! (pub/sub fan-out) and `reader` (blocking job reads) have types of their own; [`keys`]
+//! spells every key, `scripts` loads every Lua script and `replies` reads their answers
+//! into types,
 //! `target` reads `MCPT_REDIS_URL`.
 
 #![warn(missing_docs)]
@@ -50,6 +54,7 @@ pub mod delayed;
 mod entries;
 pub mod events;
 pub mod forward;
+pub mod handles;
 pub mod idempotency;
 mod jobs;
 pub mod keys;
@@ -67,6 +72,7 @@ mod sentinel;
 mod sessions;
 pub mod stored;
 pub mod strikes;
+mod sweep;
 pub mod tally;
 mod target;
 mod tasks;
@@ -77,6 +83,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 
 pub use entries::BadJob;
+pub use handles::{ConsoleReads, Controls, Fleet, Jobs, Limits, Sessions, Tasks};
 pub use jobs::{Ask, Delivery, Finish, Job, Start, Write};
 pub use queues::{Consumer, QueueDepth};
 pub use reader::JobReader;

@@ -4,7 +4,7 @@
 //! ([`keys::limit_keys`]): the slots (sorted set, task id → lease end), the line of
 //! waiting tasks (sorted set, task id → arrival) and when each last asked (hash). A worker
 //! takes a slot before a limited job runs (`acquire.lua`), renews it with its job claims
-//! ([`Store::renew_slots`]) and gives it back when the run ends ([`Store::free_slot`]); a
+//! ([`Limits::renew_slots`]) and gives it back when the run ends ([`Limits::free_slot`]); a
 //! dead worker's slot lapses with its lease. A job that finds no slot waits in its stream's
 //! delayed set (`park.lua`) and asks again when due, so it holds no worker slot; slots go
 //! to the earliest arrivals.
@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 
-use crate::{Delivery, Store, StoreResult, keys};
+use crate::handles::Limits;
+use crate::{Delivery, StoreResult, keys};
 
 /// How long a waiting job waits before it asks for a slot again.
 pub const ASK_EVERY: Duration = Duration::from_millis(500);
@@ -37,14 +38,14 @@ pub enum Slot {
     },
 }
 
-impl Store {
+impl Limits<'_> {
     /// Take a slot of the limit `limit` (a [`keys::limit_keys`] name) of `slots` for task
     /// `task_id`, which arrived at `arrival_ms`, leased for `lease`.
     ///
     /// # Errors
     /// Redis unavailable.
     pub async fn acquire_slot(
-        &self,
+        self,
         limit: &str,
         slots: u32,
         task_id: &str,
@@ -52,8 +53,9 @@ impl Store {
         lease: Duration,
     ) -> StoreResult<Slot> {
         let (running, line, asked) = keys::limit_keys(limit);
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let (taken, n): (i64, i64) = self
+            .store
             .scripts
             .acquire
             .key(running)
@@ -78,9 +80,9 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn free_slot(&self, limit: &str, task_id: &str) -> StoreResult<()> {
+    pub async fn free_slot(self, limit: &str, task_id: &str) -> StoreResult<()> {
         let (running, _, _) = keys::limit_keys(limit);
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let _: i64 = con.zrem(running, task_id).await?;
         Ok(())
     }
@@ -90,13 +92,13 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn renew_slots(&self, held: &[(String, String)], lease: Duration) -> StoreResult<()> {
+    pub async fn renew_slots(self, held: &[(String, String)], lease: Duration) -> StoreResult<()> {
         if held.is_empty() {
             return Ok(());
         }
         let until = mcp_tasks_protocol::time::now_millis()
             + i64::try_from(lease.as_millis()).unwrap_or(i64::MAX / 2);
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         for (limit, task_id) in held {
             let (running, _, _) = keys::limit_keys(limit);
             // XX: a slot that lapsed meanwhile is not taken back behind the line's back.
@@ -117,14 +119,15 @@ impl Store {
     /// # Errors
     /// Redis unavailable.
     pub async fn rate_start(
-        &self,
+        self,
         limit: &str,
         per: u32,
         window: Duration,
         task_id: &str,
     ) -> StoreResult<Option<Duration>> {
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let (go, wait_ms): (i64, i64) = self
+            .store
             .scripts
             .rate
             .key(keys::starts_key(limit))
@@ -143,15 +146,21 @@ impl Store {
     /// # Errors
     /// Redis unavailable.
     pub async fn park(
-        &self,
+        self,
         d: &Delivery,
         message: &str,
         again: Option<Duration>,
     ) -> StoreResult<bool> {
-        let mut con = self.con.clone();
-        let key = self.layout.task_key(&d.task_id, &d.owner);
+        let mut con = self.store.con.clone();
+        let key = self.store.layout.task_key(&d.task_id, &d.owner);
         let parked: i64 = self
-            .on_delivery(&self.scripts.park, &key, d, &[keys::delayed_key(&d.stream)])
+            .store
+            .on_delivery(
+                &self.store.scripts.park,
+                &key,
+                d,
+                &[keys::delayed_key(&d.stream)],
+            )
             .arg(u64::try_from(again.unwrap_or(ASK_EVERY).as_millis()).unwrap_or(u64::MAX))
             .arg(message)
             .invoke_async(&mut con)

@@ -5,23 +5,25 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 
-use crate::{Store, StoreResult, keys};
+use crate::handles::Limits;
+use crate::{StoreResult, keys};
 
-impl Store {
+impl Limits<'_> {
     /// Hold (or renew) listener `id`'s slot among `owner`'s open streams for `hold`;
     /// `false` when the owner already has `most` open (0: no limit).
     ///
     /// # Errors
     /// Redis unavailable.
     pub async fn hold_listener(
-        &self,
+        self,
         owner: &str,
         id: &str,
         most: u32,
         hold: Duration,
     ) -> StoreResult<bool> {
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let held: i64 = self
+            .store
             .scripts
             .listener
             .key(keys::listeners_key(owner))
@@ -37,8 +39,8 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn release_listener(&self, owner: &str, id: &str) -> StoreResult<()> {
-        let mut con = self.con.clone();
+    pub async fn release_listener(self, owner: &str, id: &str) -> StoreResult<()> {
+        let mut con = self.store.con.clone();
         let _: () = con.zrem(keys::listeners_key(owner), id).await?;
         Ok(())
     }

@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use redis::AsyncCommands;
 
-use crate::{Store, StoreResult, keys};
+use crate::handles::Fleet;
+use crate::{StoreResult, keys};
 
 /// Length, consumer-group lag and pending entries of one queue.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -30,13 +31,13 @@ pub struct Consumer {
     pub idle_ms: u64,
 }
 
-impl Store {
+impl Fleet<'_> {
     /// Every queue a worker has served or a live tool advertises, sorted.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn queue_names(&self) -> StoreResult<Vec<String>> {
-        let mut con = self.con.clone();
+    pub async fn queue_names(self) -> StoreResult<Vec<String>> {
+        let mut con = self.store.con.clone();
         let served: Vec<String> = con.smembers(keys::QUEUES_KEY).await?;
         let mut names: BTreeSet<String> = served.into_iter().collect();
         names.extend(self.adverts().await?.into_iter().map(|a| a.queue));
@@ -47,10 +48,10 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn queue_consumers(&self, queue: &str) -> StoreResult<Vec<Consumer>> {
-        let mut con = self.con.clone();
+    pub async fn queue_consumers(self, queue: &str) -> StoreResult<Vec<Consumer>> {
+        let mut con = self.store.con.clone();
         let mut by_name: BTreeMap<String, Consumer> = BTreeMap::new();
-        for key in self.layout.queue_streams(queue) {
+        for key in self.store.layout.queue_streams(queue) {
             let reply: redis::RedisResult<redis::streams::StreamInfoConsumersReply> =
                 con.xinfo_consumers(&key, keys::GROUP).await;
             let consumers = match reply {
@@ -83,14 +84,14 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn queue_depth(&self, queue: &str) -> StoreResult<QueueDepth> {
+    pub async fn queue_depth(self, queue: &str) -> StoreResult<QueueDepth> {
         let mut total = QueueDepth {
             length: 0,
             lag: 0,
             pending: 0,
         };
         // One stream standalone; in a cluster the sum over the queue's shard streams.
-        for key in self.layout.queue_streams(queue) {
+        for key in self.store.layout.queue_streams(queue) {
             let (depth, _) = self.stream_depth(&key).await?;
             total.length += depth.length;
             total.lag += depth.lag;
@@ -101,11 +102,8 @@ impl Store {
 
     /// One stream's depth (`XLEN`, `XINFO GROUPS`), and the id of the last entry delivered
     /// to the group (`None` before the group exists).
-    pub(crate) async fn stream_depth(
-        &self,
-        key: &str,
-    ) -> StoreResult<(QueueDepth, Option<String>)> {
-        let mut con = self.con.clone();
+    pub(crate) async fn stream_depth(self, key: &str) -> StoreResult<(QueueDepth, Option<String>)> {
+        let mut con = self.store.con.clone();
         let length: u64 = con.xlen(key).await?;
         let groups: redis::RedisResult<redis::streams::StreamInfoGroupsReply> =
             con.xinfo_groups(key).await;

@@ -86,12 +86,12 @@ pub const ADVERT_STALE_MS: i64 = 15_000;
 /// How often workers renew their advertisements.
 pub const HEARTBEAT_INTERVAL_MS: u64 = 5_000;
 
-impl crate::Store {
+impl crate::Fleet<'_> {
     /// Advertise (or renew) tools.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn advertise(&self, adverts: &[ToolAdvert]) -> StoreResult<()> {
+    pub async fn advertise(self, adverts: &[ToolAdvert]) -> StoreResult<()> {
         let items: Vec<(String, String)> = adverts
             .iter()
             .filter_map(|a| Some((a.tool.name.clone(), serde_json::to_string(a).ok()?)))
@@ -99,7 +99,7 @@ impl crate::Store {
         if items.is_empty() {
             return Ok(());
         }
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let _: () = con.hset_multiple(keys::TOOLS_KEY, &items).await?;
         Ok(())
     }
@@ -108,8 +108,8 @@ impl crate::Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn adverts(&self) -> StoreResult<Vec<ToolAdvert>> {
-        let mut con = self.con.clone();
+    pub async fn adverts(self) -> StoreResult<Vec<ToolAdvert>> {
+        let mut con = self.store.con.clone();
         let all: HashMap<String, String> = con.hgetall(keys::TOOLS_KEY).await?;
         Ok(all
             .values()

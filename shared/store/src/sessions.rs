@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 
-use crate::{Store, StoreResult, keys};
+use crate::handles::Sessions;
+use crate::{StoreResult, keys};
 
 /// How long an owner's count of open sessions is kept after its latest session opened:
 /// past the longest a session is commonly kept alive, so a count is not lost while its
@@ -17,15 +18,15 @@ fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1)
 }
 
-impl Store {
+impl Sessions<'_> {
     /// Store 2025-era session `id`'s record for `ttl` (idle timeout), counted among
     /// `owner`'s open sessions; `false`, with nothing stored, when the owner already has
     /// `most` open (0: no limit).
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn open_session(
-        &self,
+    pub async fn open(
+        self,
         owner: &str,
         id: &str,
         record: &str,
@@ -36,7 +37,7 @@ impl Store {
         // sees it alive. Sessions end without telling (they lapse): the count is made
         // exact only when it refuses, by dropping the ones that are gone, as the
         // unfinished-task count is.
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let key = keys::session_key(id);
         let _: () = con.pset_ex(&key, record, ms(ttl).unsigned_abs()).await?;
         if most > 0
@@ -50,9 +51,10 @@ impl Store {
         Ok(true)
     }
 
-    async fn count_session(&self, owner: &str, id: &str, most: u32) -> StoreResult<bool> {
-        let mut con = self.con.clone();
+    async fn count_session(self, owner: &str, id: &str, most: u32) -> StoreResult<bool> {
+        let mut con = self.store.con.clone();
         let counted: i64 = self
+            .store
             .scripts
             .session_slot
             .key(keys::sessions_key(owner))
@@ -65,13 +67,13 @@ impl Store {
     }
 
     /// Drop the sessions that ended or lapsed from `owner`'s count; returns how many left.
-    async fn prune_sessions(&self, owner: &str) -> StoreResult<usize> {
+    async fn prune_sessions(self, owner: &str) -> StoreResult<usize> {
         let key = keys::sessions_key(owner);
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let ids: Vec<String> = con.zrange(&key, 0, -1).await?;
         // One command per session, sent together (each is in its own slot in a cluster).
         let checks = ids.iter().map(|id| {
-            let mut con = self.con.clone();
+            let mut con = self.store.con.clone();
             async move { con.exists::<_, bool>(keys::session_key(id)).await }
         });
         let alive = futures_util::future::try_join_all(checks).await?;
@@ -93,15 +95,11 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn touch_session(
-        &self,
-        id: &str,
-        owner: &str,
-        ttl: Duration,
-    ) -> StoreResult<Option<String>> {
-        let mut con = self.con.clone();
+    pub async fn touch(self, id: &str, owner: &str, ttl: Duration) -> StoreResult<Option<String>> {
+        let mut con = self.store.con.clone();
         let ttl_ms = ms(ttl);
         let record: Option<String> = self
+            .store
             .scripts
             .touch_session
             .key(keys::session_key(id))
@@ -116,8 +114,8 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn end_session(&self, owner: &str, id: &str) -> StoreResult<bool> {
-        let mut con = self.con.clone();
+    pub async fn end(self, owner: &str, id: &str) -> StoreResult<bool> {
+        let mut con = self.store.con.clone();
         let (removed,): (u64,) = redis::pipe()
             .del(keys::session_key(id))
             .del(keys::session_tasks_key(id))
@@ -137,8 +135,8 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn note_session_task(
-        &self,
+    pub async fn note_task(
+        self,
         session_id: &str,
         scope: &str,
         task_id: &str,
@@ -150,7 +148,7 @@ impl Store {
         let listed = keys::listed_key(scope);
         // Two keys of two slots: one pipeline each (a cluster refuses a cross-slot one), sent
         // together.
-        let (mut a, mut b) = (self.con.clone(), self.con.clone());
+        let (mut a, mut b) = (self.store.con.clone(), self.store.con.clone());
         let mut session = redis::pipe();
         session
             .sadd(&set, task_id)
@@ -178,10 +176,10 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn session_tasks(&self, session_id: &str, ttl: Duration) -> StoreResult<Vec<String>> {
+    pub async fn tasks(self, session_id: &str, ttl: Duration) -> StoreResult<Vec<String>> {
         let set = keys::session_tasks_key(session_id);
         let ttl_ms = ms(ttl);
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let (ids,): (Vec<String>,) = redis::pipe()
             .smembers(&set)
             .pexpire(&set, ttl_ms)
@@ -195,15 +193,11 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn forget_session_tasks(
-        &self,
-        session_id: &str,
-        task_ids: &[String],
-    ) -> StoreResult<()> {
+    pub async fn forget_tasks(self, session_id: &str, task_ids: &[String]) -> StoreResult<()> {
         if task_ids.is_empty() {
             return Ok(());
         }
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let _: () = con
             .srem(keys::session_tasks_key(session_id), task_ids)
             .await?;
@@ -215,13 +209,13 @@ impl Store {
     /// # Errors
     /// Redis unavailable.
     pub async fn remember_call(
-        &self,
+        self,
         session_id: &str,
         request_id: &str,
         task_id: &str,
         ttl: Duration,
     ) -> StoreResult<()> {
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let ttl_ms = ms(ttl);
         let _: () = con
             .pset_ex(
@@ -237,8 +231,8 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn forget_call(&self, session_id: &str, request_id: &str) -> StoreResult<()> {
-        let mut con = self.con.clone();
+    pub async fn forget_call(self, session_id: &str, request_id: &str) -> StoreResult<()> {
+        let mut con = self.store.con.clone();
         let _: () = con.del(keys::call_key(session_id, request_id)).await?;
         Ok(())
     }
@@ -248,11 +242,11 @@ impl Store {
     /// # Errors
     /// Redis unavailable.
     pub async fn called_task(
-        &self,
+        self,
         session_id: &str,
         request_id: &str,
     ) -> StoreResult<Option<String>> {
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         Ok(con.get(keys::call_key(session_id, request_id)).await?)
     }
 
@@ -262,12 +256,12 @@ impl Store {
     /// # Errors
     /// Redis unavailable.
     pub async fn listed_tasks(
-        &self,
+        self,
         scope: &str,
         start: usize,
         count: usize,
     ) -> StoreResult<Vec<String>> {
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let stop = isize::try_from(start + count).unwrap_or(isize::MAX) - 1;
         let start = isize::try_from(start).unwrap_or(isize::MAX);
         Ok(con.zrevrange(keys::listed_key(scope), start, stop).await?)
@@ -277,11 +271,11 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn forget_listed(&self, scope: &str, task_ids: &[String]) -> StoreResult<()> {
+    pub async fn forget_listed(self, scope: &str, task_ids: &[String]) -> StoreResult<()> {
         if task_ids.is_empty() {
             return Ok(());
         }
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let _: () = con.zrem(keys::listed_key(scope), task_ids).await?;
         Ok(())
     }

@@ -11,7 +11,8 @@
 
 use std::time::Duration;
 
-use crate::{Store, StoreResult, keys};
+use crate::handles::{Limits, Tasks};
+use crate::{StoreResult, keys};
 
 /// Width of an expiry bucket.
 pub const BUCKET: Duration = Duration::from_secs(5);
@@ -29,7 +30,7 @@ pub enum Stored {
     Result,
 }
 
-/// The answer of [`Store::count_stored`].
+/// The answer of [`Limits::count_stored`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Counted {
     /// Counted; the owner's total now.
@@ -38,22 +39,23 @@ pub enum Counted {
     Refused(u64),
 }
 
-impl Store {
+impl Limits<'_> {
     /// Count `bytes` of `owner`'s that Redis keeps until `lapses_ms` (ms since the epoch;
     /// `None`: never) against `limit` (0: none).
     ///
     /// # Errors
     /// Redis unavailable.
     pub async fn count_stored(
-        &self,
+        self,
         owner: &str,
         bytes: usize,
         lapses_ms: Option<i64>,
         limit: u64,
         what: Stored,
     ) -> StoreResult<Counted> {
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let reply: (u8, i64) = self
+            .store
             .scripts
             .stored
             .key(keys::stored_key(owner))
@@ -77,19 +79,20 @@ impl Store {
         })
     }
 
-    /// Take back `bytes` counted by [`Store::count_stored`] for a create that then failed
+    /// Take back `bytes` counted by [`Limits::count_stored`] for a create that then failed
     /// or was refused (the same `lapses_ms`).
     ///
     /// # Errors
     /// Redis unavailable.
     pub async fn uncount_stored(
-        &self,
+        self,
         owner: &str,
         bytes: usize,
         lapses_ms: Option<i64>,
     ) -> StoreResult<()> {
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let _: (u8, i64) = self
+            .store
             .scripts
             .stored
             .key(keys::stored_key(owner))
@@ -104,16 +107,18 @@ impl Store {
             .await?;
         Ok(())
     }
+}
 
+impl Tasks<'_> {
     /// When task `id` of `owner` expires (ms since the epoch): `Some(None)` when it never
     /// does, `None` when it is gone.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn task_expiry(&self, id: &str, owner: &str) -> StoreResult<Option<Option<i64>>> {
-        let mut con = self.con.clone();
+    pub async fn expiry(self, id: &str, owner: &str) -> StoreResult<Option<Option<i64>>> {
+        let mut con = self.store.con.clone();
         let at: i64 = redis::cmd("PEXPIRETIME")
-            .arg(self.layout.task_key(id, owner))
+            .arg(self.store.layout.task_key(id, owner))
             .query_async(&mut con)
             .await?;
         Ok(match at {

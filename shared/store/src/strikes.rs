@@ -20,7 +20,8 @@ use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{Job, Store, StoreResult, keys};
+use crate::handles::Controls;
+use crate::{Job, StoreResult, keys};
 
 /// How often workers drop held jobs whose task's TTL has ended (one script call per
 /// stream they serve).
@@ -219,15 +220,15 @@ pub struct HeldJob {
     pub job: Option<Job>,
 }
 
-impl Store {
+impl Controls<'_> {
     /// Strike: record `strike` (replacing one with the same id). `true` when it is new.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn strike(&self, strike: &Strike) -> StoreResult<bool> {
+    pub async fn strike(self, strike: &Strike) -> StoreResult<bool> {
         let json = serde_json::to_string(strike)
             .map_err(|e| crate::StoreError::Corrupt(format!("strike not encodable: {e}")))?;
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let added: i64 = con.hset(keys::STRIKES_KEY, strike.id(), json).await?;
         Ok(added == 1)
     }
@@ -236,8 +237,8 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn lift_strike(&self, id: &str) -> StoreResult<bool> {
-        let mut con = self.con.clone();
+    pub async fn lift_strike(self, id: &str) -> StoreResult<bool> {
+        let mut con = self.store.con.clone();
         let removed: i64 = con.hdel(keys::STRIKES_KEY, id).await?;
         Ok(removed == 1)
     }
@@ -247,8 +248,8 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn strikes(&self) -> StoreResult<Strikes> {
-        let mut con = self.con.clone();
+    pub async fn strikes(self) -> StoreResult<Strikes> {
+        let mut con = self.store.con.clone();
         let all: HashMap<String, String> = con.hgetall(keys::STRIKES_KEY).await?;
         let mut list: Vec<Strike> = all
             .values()
@@ -264,12 +265,13 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn hold(&self, d: &crate::Delivery, message: &str) -> StoreResult<bool> {
-        let mut con = self.con.clone();
-        let key = self.layout.task_key(&d.task_id, &d.owner);
+    pub async fn hold(self, d: &crate::Delivery, message: &str) -> StoreResult<bool> {
+        let mut con = self.store.con.clone();
+        let key = self.store.layout.task_key(&d.task_id, &d.owner);
         let side = [keys::held_key(&d.stream), keys::held_ends_key(&d.stream)];
         let held: i64 = self
-            .on_delivery(&self.scripts.hold, &key, d, &side)
+            .store
+            .on_delivery(&self.store.scripts.hold, &key, d, &side)
             .arg(message)
             .invoke_async(&mut con)
             .await?;
@@ -283,10 +285,10 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn held(&self, queue: &str) -> StoreResult<Vec<HeldJob>> {
-        let mut con = self.con.clone();
+    pub async fn held(self, queue: &str) -> StoreResult<Vec<HeldJob>> {
+        let mut con = self.store.con.clone();
         let mut out = Vec::new();
-        for stream in self.layout.queue_streams(queue) {
+        for stream in self.store.layout.queue_streams(queue) {
             let all: HashMap<String, String> = con.hgetall(keys::held_key(&stream)).await?;
             for (entry, fields) in all {
                 let flat: Vec<String> = serde_json::from_str(&fields).unwrap_or_default();
@@ -313,10 +315,10 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn held_count(&self, queue: &str) -> StoreResult<u64> {
-        let mut con = self.con.clone();
+    pub async fn held_count(self, queue: &str) -> StoreResult<u64> {
+        let mut con = self.store.con.clone();
         let mut n = 0;
-        for stream in self.layout.queue_streams(queue) {
+        for stream in self.store.layout.queue_streams(queue) {
             let len: u64 = con.hlen(keys::held_key(&stream)).await?;
             n += len;
         }
@@ -328,11 +330,12 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn prune_held(&self, queue: &str) -> StoreResult<u64> {
-        let mut con = self.con.clone();
+    pub async fn prune_held(self, queue: &str) -> StoreResult<u64> {
+        let mut con = self.store.con.clone();
         let mut n = 0;
-        for stream in self.layout.queue_streams(queue) {
+        for stream in self.store.layout.queue_streams(queue) {
             let dropped: u64 = self
+                .store
                 .scripts
                 .prune_held
                 .key(keys::held_key(&stream))
@@ -350,16 +353,17 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn unhold(&self, job: &HeldJob, message: &str) -> StoreResult<bool> {
-        let mut con = self.con.clone();
+    pub async fn unhold(self, job: &HeldJob, message: &str) -> StoreResult<bool> {
+        let mut con = self.store.con.clone();
         let queued: i64 = self
+            .store
             .scripts
             .unhold
             .key(keys::held_key(&job.stream))
             .key(&job.stream)
-            .key(self.layout.task_key(&job.task_id, &job.owner))
+            .key(self.store.layout.task_key(&job.task_id, &job.owner))
             .key(keys::held_ends_key(&job.stream))
-            .arg(self.layout.events_channel(&job.task_id))
+            .arg(self.store.layout.events_channel(&job.task_id))
             .arg(&job.entry)
             .arg(message)
             .invoke_async(&mut con)
@@ -372,7 +376,7 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn release_held(&self, queues: &[String], strikes: &Strikes) -> StoreResult<usize> {
+    pub async fn release_held(self, queues: &[String], strikes: &Strikes) -> StoreResult<usize> {
         let mut released = 0;
         for queue in queues {
             for job in self.held(queue).await? {
@@ -400,9 +404,9 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn release_all_held(&self) -> StoreResult<usize> {
+    pub async fn release_all_held(self) -> StoreResult<usize> {
         let left = self.strikes().await?;
-        let queues = self.queue_names().await?;
+        let queues = self.store.fleet().queue_names().await?;
         self.release_held(&queues, &left).await
     }
 }

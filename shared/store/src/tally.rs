@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 use redis::AsyncCommands as _;
 use serde::{Deserialize, Serialize};
 
-use crate::{Store, StoreResult, keys};
+use crate::handles::Fleet;
+use crate::{StoreResult, keys};
 
 /// Upper bounds (ms, inclusive) of the run-time buckets; one more bucket counts the rest.
 /// Fixed, so every process' histogram merges with every other's by adding counts.
@@ -68,16 +69,17 @@ pub fn run_time_bucket(ms: u64) -> usize {
     RUN_TIME_BOUNDS_MS.partition_point(|&b| b < ms)
 }
 
-impl Store {
+impl Fleet<'_> {
     /// Write `process`' snapshot, and drop those of processes that stopped writing
     /// [`TALLY_STALE_MS`] ago (one script, `tally.lua`). Returns how many were dropped.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn publish_tally(&self, process: &str, tally: &Tally) -> StoreResult<usize> {
+    pub async fn publish_tally(self, process: &str, tally: &Tally) -> StoreResult<usize> {
         let json = serde_json::to_string(tally).unwrap_or_default();
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let dropped: usize = self
+            .store
             .scripts
             .tally
             .key(keys::TALLIES_KEY)
@@ -95,8 +97,8 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn tallies(&self) -> StoreResult<Vec<(String, Tally)>> {
-        let mut con = self.con.clone();
+    pub async fn tallies(self) -> StoreResult<Vec<(String, Tally)>> {
+        let mut con = self.store.con.clone();
         let all: HashMap<String, String> = con.hgetall(keys::TALLIES_KEY).await?;
         Ok(all
             .into_iter()

@@ -3,8 +3,9 @@
 
 use redis::AsyncCommands;
 
+use crate::handles::Tasks;
 use crate::replies::{self, Cancelled, Counted};
-use crate::{Job, Store, StoreError, StoreResult, TaskRecord, keys, observe};
+use crate::{Job, StoreError, StoreResult, TaskRecord, keys, observe};
 
 /// What the gateway stores for a new task and its job.
 #[derive(Debug, Clone)]
@@ -47,7 +48,7 @@ pub enum Limit {
     Active,
 }
 
-/// Outcome of [`Store::create_task`].
+/// Outcome of [`Tasks::create`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Created {
     /// Created at this time (ms since the epoch, Redis clock).
@@ -70,7 +71,7 @@ pub enum Differs {
     Arguments,
 }
 
-/// Outcome of [`Store::answer`].
+/// Outcome of [`Tasks::answer`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
     /// Answers recorded (or ignored: keys not outstanding, terminal task).
@@ -86,24 +87,24 @@ pub enum Answer {
     },
 }
 
-impl Store {
+impl Tasks<'_> {
     /// Create the task hash (with expiry) and enqueue its job, atomically; returns `createdAt` ms.
     ///
     /// # Errors
     /// Redis unavailable.
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "create", task.id = %t.id))]
-    pub async fn create_task(&self, t: &NewTask<'_>) -> StoreResult<Created> {
+    pub async fn create(self, t: &NewTask<'_>) -> StoreResult<Created> {
         let job = serde_json::to_string(t.job).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let ttl = t.ttl_ms.map(|v| v.to_string()).unwrap_or_default();
         let minute = mcp_tasks_protocol::time::now_millis().max(0) as u64 / 60_000;
-        let key = self.layout.task_key(t.id, t.owner);
-        let mut script = self.scripts.create.key(&key);
-        let cluster = self.layout.is_cluster();
+        let key = self.store.layout.task_key(t.id, t.owner);
+        let mut script = self.store.scripts.create.key(&key);
+        let cluster = self.store.layout.is_cluster();
         if cluster {
             if let Some(refused) = self.count_limits_in_cluster(t, &ttl, minute).await? {
                 return Ok(refused);
             }
-            script.key(self.layout.task_stream(t.id, t.queue));
+            script.key(self.store.layout.task_stream(t.id, t.queue));
         } else {
             script
                 .key(keys::queue_key(t.queue))
@@ -126,7 +127,7 @@ impl Store {
             script.arg(t.limits.per_minute).arg(t.limits.active);
         }
         script.arg(t.keyed.unwrap_or(""));
-        let (reply, confirmed) = match self.acknowledged(&script, &key, "create").await {
+        let (reply, confirmed) = match self.store.acknowledged(&script, &key, "create").await {
             Ok(done) => done,
             Err(e) => {
                 if cluster {
@@ -157,10 +158,10 @@ impl Store {
     }
 
     /// In a cluster the owner's limits live in their own slot: check and count them before
-    /// the create (a create that then fails gives them back, [`Store::give_limits_back`]).
+    /// the create (a create that then fails gives them back, [`Tasks::give_limits_back`]).
     /// `Some` when a limit refused the create.
     async fn count_limits_in_cluster(
-        &self,
+        self,
         t: &NewTask<'_>,
         ttl: &str,
         minute: u64,
@@ -168,8 +169,9 @@ impl Store {
         if t.limits.per_minute == 0 && t.limits.active == 0 {
             return Ok(None);
         }
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let reply: Vec<redis::Value> = self
+            .store
             .scripts
             .limits
             .key(keys::rate_key(t.owner, minute))
@@ -186,9 +188,9 @@ impl Store {
         })
     }
 
-    /// Take back what [`Store::count_limits_in_cluster`] counted for a create that failed,
+    /// Take back what [`Tasks::count_limits_in_cluster`] counted for a create that failed,
     /// so a failure is not a creation (best effort).
-    async fn give_limits_back(&self, t: &NewTask<'_>, minute: u64) {
+    async fn give_limits_back(self, t: &NewTask<'_>, minute: u64) {
         let mut undo = redis::pipe();
         if t.limits.per_minute > 0 {
             undo.decr(keys::rate_key(t.owner, minute), 1).ignore();
@@ -196,7 +198,7 @@ impl Store {
         if t.limits.active > 0 {
             undo.zrem(keys::active_key(t.owner), t.id).ignore();
         }
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let undone: redis::RedisResult<()> = undo.query_async(&mut con).await;
         if let Err(e) = undone {
             tracing::debug!(error = %e, "owner limits not given back");
@@ -208,19 +210,19 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn prune_active(&self, owner: &str) -> StoreResult<()> {
+    pub async fn prune_active(self, owner: &str) -> StoreResult<()> {
         let key = keys::active_key(owner);
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let ids: Vec<String> = con.zrange(&key, 0, -1).await?;
         if ids.is_empty() {
             return Ok(());
         }
-        let statuses: Vec<Option<String>> = if self.layout.is_cluster() {
+        let statuses: Vec<Option<String>> = if self.store.layout.is_cluster() {
             // A pipeline must stay in one slot in a cluster: one command per task, sent
             // together on the multiplexed connections.
             let reads = ids.iter().map(|id| {
-                let mut con = self.con.clone();
-                let key = self.layout.task_key(id, owner);
+                let mut con = self.store.con.clone();
+                let key = self.store.layout.task_key(id, owner);
                 async move { con.hget::<_, _, Option<String>>(key, "status").await }
             });
             futures_util::future::try_join_all(reads).await?
@@ -251,9 +253,10 @@ impl Store {
     /// # Errors
     /// Redis unavailable.
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "get", task.id = %id))]
-    pub async fn get_task(&self, id: &str, owner: &str) -> StoreResult<Option<TaskRecord>> {
-        let mut con = self.con.clone();
-        let fields: Vec<(String, String)> = con.hgetall(self.layout.task_key(id, owner)).await?;
+    pub async fn get(self, id: &str, owner: &str) -> StoreResult<Option<TaskRecord>> {
+        let mut con = self.store.con.clone();
+        let fields: Vec<(String, String)> =
+            con.hgetall(self.store.layout.task_key(id, owner)).await?;
         Ok(TaskRecord::from_fields(id, fields))
     }
 
@@ -266,13 +269,13 @@ impl Store {
     /// # Errors
     /// Redis unavailable.
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "view", task.id = %id))]
-    pub async fn view_task(&self, id: &str, owner: &str) -> StoreResult<Option<TaskRecord>> {
+    pub async fn view(self, id: &str, owner: &str) -> StoreResult<Option<TaskRecord>> {
         const SHOWN: [&str; 9] = [
             "status", "msg", "created", "updated", "ttl", "poll", "owner", "result", "error",
         ];
-        let mut con = self.con.clone();
+        let mut con = self.store.con.clone();
         let values: Vec<Option<String>> = redis::cmd("HMGET")
-            .arg(self.layout.task_key(id, owner))
+            .arg(self.store.layout.task_key(id, owner))
             .arg(&SHOWN)
             .query_async(&mut con)
             .await?;
@@ -284,7 +287,7 @@ impl Store {
             Some(rec)
                 if rec.status == Some(mcp_tasks_protocol::tasks::TaskStatus::InputRequired) =>
             {
-                self.get_task(id, owner).await
+                self.get(id, owner).await
             }
             found => Ok(found),
         }
@@ -294,19 +297,19 @@ impl Store {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn get_tasks(
-        &self,
+    pub async fn get_many(
+        self,
         ids: &[String],
         owner: &str,
     ) -> StoreResult<Vec<Option<TaskRecord>>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let replies: Vec<Vec<(String, String)>> = if self.layout.is_cluster() {
+        let replies: Vec<Vec<(String, String)>> = if self.store.layout.is_cluster() {
             // One slot per pipeline in a cluster: one command per task, sent together.
             let reads = ids.iter().map(|id| {
-                let mut con = self.con.clone();
-                let key = self.layout.task_key(id, owner);
+                let mut con = self.store.con.clone();
+                let key = self.store.layout.task_key(id, owner);
                 async move { con.hgetall::<_, Vec<(String, String)>>(key).await }
             });
             futures_util::future::try_join_all(reads).await?
@@ -315,7 +318,7 @@ impl Store {
             for id in ids {
                 pipe.hgetall(keys::task_key(id, owner));
             }
-            let mut con = self.con.clone();
+            let mut con = self.store.con.clone();
             pipe.query_async(&mut con).await?
         };
         Ok(ids
@@ -331,18 +334,18 @@ impl Store {
     /// Redis unavailable.
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "answer", task.id = %id))]
     pub async fn answer(
-        &self,
+        self,
         id: &str,
         owner: &str,
         answers: &[(String, u8, String)],
     ) -> StoreResult<Answer> {
-        let task = self.layout.task_key(id, owner);
-        let mut inv = self.scripts.answer.key(&task);
-        inv.arg(self.layout.events_channel(id)).arg(owner);
+        let task = self.store.layout.task_key(id, owner);
+        let mut inv = self.store.scripts.answer.key(&task);
+        inv.arg(self.store.layout.events_channel(id)).arg(owner);
         for (key, mask, json) in answers {
             inv.arg(key).arg(*mask).arg(json);
         }
-        let (reply, confirmed) = self.acknowledged(&inv, &task, "answer").await?;
+        let (reply, confirmed) = self.store.acknowledged(&inv, &task, "answer").await?;
         let answer: Answer = replies::read(reply)?;
         if matches!(answer, Answer::Ok) && !confirmed {
             // Recorded on the primary only: a failover now would lose it, so the client is
@@ -357,19 +360,19 @@ impl Store {
     /// # Errors
     /// Redis unavailable.
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "cancel", task.id = %id))]
-    pub async fn cancel(&self, id: &str, owner: &str) -> StoreResult<bool> {
+    pub async fn cancel(self, id: &str, owner: &str) -> StoreResult<bool> {
         self.cancel_as(id, owner, true).await
     }
 
-    /// [`Store::cancel`], as an acknowledged change (waiting for replicas) or not.
-    async fn cancel_as(&self, id: &str, owner: &str, acknowledged: bool) -> StoreResult<bool> {
-        let mut con = self.con.clone();
-        let key = self.layout.task_key(id, owner);
-        let mut inv = self.scripts.cancel.key(&key);
-        inv.arg(self.layout.events_channel(id))
+    /// [`Tasks::cancel`], as an acknowledged change (waiting for replicas) or not.
+    async fn cancel_as(self, id: &str, owner: &str, acknowledged: bool) -> StoreResult<bool> {
+        let mut con = self.store.con.clone();
+        let key = self.store.layout.task_key(id, owner);
+        let mut inv = self.store.scripts.cancel.key(&key);
+        inv.arg(self.store.layout.events_channel(id))
             .arg(owner)
             .arg(keys::GROUP);
-        if self.layout.is_cluster() {
+        if self.store.layout.is_cluster() {
             // A cluster runs a script only on the keys it declares: read which stream the
             // job is on first (it never changes; the script checks it).
             let stream: Option<String> = con.hget(&key, "stream").await?;
@@ -379,7 +382,7 @@ impl Store {
             inv.arg("declared");
         }
         let (reply, confirmed) = if acknowledged {
-            self.acknowledged(&inv, &key, "cancel").await?
+            self.store.acknowledged(&inv, &key, "cancel").await?
         } else {
             (inv.invoke_async(&mut con).await?, true)
         };

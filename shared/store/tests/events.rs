@@ -215,11 +215,12 @@ async fn finish_next(store: &Store, id: &str) {
     use mcp_tasks_store::{Finish, Start};
     let d = common::next_delivery(store).await;
     assert_eq!(d.task_id, id);
-    let Start::Run { fence, .. } = store.start(&d, "w1", 5).await.unwrap() else {
+    let Start::Run { fence, .. } = store.jobs().start(&d, "w1", 5).await.unwrap() else {
         panic!("the job did not start");
     };
     // With replicas to wait for and none here, the write is made and reported unreplicated.
     let _ = store
+        .jobs()
         .finish(&d, fence, &Finish::Completed(r#"{"content":[]}"#.into()))
         .await;
 }

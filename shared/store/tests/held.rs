@@ -35,8 +35,13 @@ async fn a_job_past_its_ttl_is_not_held_but_expires() {
     let store = store(&redis).await;
     let d = delivered(&store, 200).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!store.hold(&d, "held: test").await.unwrap());
-    let task = store.get_task(&d.task_id, &d.owner).await.unwrap().unwrap();
+    assert!(!store.controls().hold(&d, "held: test").await.unwrap());
+    let task = store
+        .tasks()
+        .get(&d.task_id, &d.owner)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         task.status,
         Some(mcp_tasks_protocol::tasks::TaskStatus::Failed),
@@ -54,13 +59,14 @@ async fn restore_queues_a_held_job_whose_task_is_gone() {
     let redis = Redis::start();
     let store = store(&redis).await;
     let d = delivered(&store, 600_000).await;
-    assert!(store.hold(&d, "held: test").await.unwrap());
+    assert!(store.controls().hold(&d, "held: test").await.unwrap());
     assert_eq!(redis.cli(&["HLEN", &held_key()]), "1");
     assert_eq!(redis.cli(&["ZCARD", &ends_key()]), "1");
     assert_eq!(redis.cli(&["XLEN", &keys::queue_key(QUEUE)]), "0");
     redis.cli(&["DEL", &store.task_key(&d.task_id, &d.owner)]);
 
     let released = store
+        .controls()
         .release_held(&[QUEUE.to_owned()], &Strikes::default())
         .await
         .unwrap();
@@ -79,18 +85,18 @@ async fn held_jobs_of_expired_tasks_are_pruned() {
     let store = store(&redis).await;
     let short = delivered(&store, 700).await;
     let long = delivered(&store, 600_000).await;
-    assert!(store.hold(&short, "held: test").await.unwrap());
-    assert!(store.hold(&long, "held: test").await.unwrap());
-    assert_eq!(store.held_count(QUEUE).await.unwrap(), 2);
+    assert!(store.controls().hold(&short, "held: test").await.unwrap());
+    assert!(store.controls().hold(&long, "held: test").await.unwrap());
+    assert_eq!(store.controls().held_count(QUEUE).await.unwrap(), 2);
     assert_eq!(
-        store.prune_held(QUEUE).await.unwrap(),
+        store.controls().prune_held(QUEUE).await.unwrap(),
         0,
         "nothing past yet"
     );
     tokio::time::sleep(Duration::from_millis(900)).await;
-    assert_eq!(store.prune_held(QUEUE).await.unwrap(), 1);
-    assert_eq!(store.held_count(QUEUE).await.unwrap(), 1);
-    let left = store.held(QUEUE).await.unwrap();
+    assert_eq!(store.controls().prune_held(QUEUE).await.unwrap(), 1);
+    assert_eq!(store.controls().held_count(QUEUE).await.unwrap(), 1);
+    let left = store.controls().held(QUEUE).await.unwrap();
     assert_eq!(left[0].task_id, long.task_id);
     assert_eq!(redis.cli(&["ZCARD", &ends_key()]), "1");
 }

@@ -21,7 +21,8 @@ async fn keyed(
     let digest = call_digest(&args);
     let job = common::job(owner, tool, args);
     let created = store
-        .create_task(&NewTask {
+        .tasks()
+        .create(&NewTask {
             id: &id,
             ttl_ms: Some(60_000),
             poll_ms: 500,
@@ -71,7 +72,8 @@ async fn twenty_concurrent_keyed_creates_make_one_task_and_one_job() {
     assert_eq!(redis.cli(&["ZCARD", &keys::active_key("alice")]), "1");
     let id = answers[0].0.as_str();
     let rec = store
-        .get_task(id, "alice")
+        .tasks()
+        .get(id, "alice")
         .await
         .unwrap()
         .expect("the task");
@@ -93,6 +95,6 @@ async fn another_call_under_the_same_key_is_refused_and_another_owner_is_apart()
     let (bob_id, bob) = keyed(&store, "bob", "k", "deploy", json!({"repo": "web"}), none).await;
     assert!(matches!(bob, Created::At(_)), "{bob:?}");
     assert_ne!(bob_id, id);
-    assert!(store.get_task(&id, "bob").await.unwrap().is_none());
+    assert!(store.tasks().get(&id, "bob").await.unwrap().is_none());
     assert_eq!(redis.cli(&["XLEN", &keys::queue_key(QUEUE)]), "2");
 }

@@ -21,6 +21,7 @@ async fn a_slot_not_renewed_lapses_with_its_lease_and_goes_to_the_next_in_line()
         let store = store.clone();
         async move {
             store
+                .limits()
                 .acquire_slot(limit, 1, task, arrival, LEASE)
                 .await
                 .unwrap()
@@ -32,6 +33,7 @@ async fn a_slot_not_renewed_lapses_with_its_lease_and_goes_to_the_next_in_line()
     // Renewed, the holder keeps its slot past the first lease.
     tokio::time::sleep(LEASE / 2).await;
     store
+        .limits()
         .renew_slots(&[(limit.to_owned(), "a".to_owned())], LEASE)
         .await
         .unwrap();

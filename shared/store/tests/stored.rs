@@ -49,6 +49,7 @@ async fn stored_bytes_lapse_by_bucket_and_cost_three_commands() {
         let store = store.clone();
         async move {
             store
+                .limits()
                 .count_stored("own", bytes, lapses, limit, what)
                 .await
                 .unwrap()

@@ -19,8 +19,22 @@ async fn a_write_drops_the_tallies_of_processes_gone() {
         created,
         ..Tally::default()
     };
-    assert_eq!(store.publish_tally("gone", &tally(1)).await.unwrap(), 0);
-    assert_eq!(store.publish_tally("alive", &tally(2)).await.unwrap(), 0);
+    assert_eq!(
+        store
+            .fleet()
+            .publish_tally("gone", &tally(1))
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .fleet()
+            .publish_tally("alive", &tally(2))
+            .await
+            .unwrap(),
+        0
+    );
     // "gone" last wrote just over TALLY_STALE_MS ago; "alive" just under.
     let now: i64 = redis
         .cli(&[
@@ -34,8 +48,16 @@ async fn a_write_drops_the_tallies_of_processes_gone() {
     let recent = (now - TALLY_STALE_MS + 60_000).to_string();
     redis.cli(&["ZADD", TALLIES_AT_KEY, &old, "gone", &recent, "alive"]);
 
-    assert_eq!(store.publish_tally("writer", &tally(3)).await.unwrap(), 1);
+    assert_eq!(
+        store
+            .fleet()
+            .publish_tally("writer", &tally(3))
+            .await
+            .unwrap(),
+        1
+    );
     let mut left: Vec<String> = store
+        .fleet()
         .tallies()
         .await
         .unwrap()

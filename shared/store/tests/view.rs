@@ -1,4 +1,4 @@
-//! `tasks/get`'s read (`Store::view_task`, one `HMGET` of the fields a `DetailedTask`
+//! `tasks/get`'s read (`Tasks::view`, one `HMGET` of the fields a `DetailedTask`
 //! shows) against a real, private redis-server: at every step of a task's life it renders
 //! exactly what the whole hash renders (T-20), reads a task waiting for input whole (its
 //! input requests, T-27), and finds nothing where there is nothing or the owner differs.
@@ -19,8 +19,8 @@ async fn both(store: &Store, id: &str) -> (String, String) {
         let rec = rec.expect("the task exists");
         serde_json::to_string(&rec.to_detailed_at(now)).unwrap()
     };
-    let view = store.view_task(id, OWNER).await.unwrap();
-    let whole = store.get_task(id, OWNER).await.unwrap();
+    let view = store.tasks().view(id, OWNER).await.unwrap();
+    let whole = store.tasks().get(id, OWNER).await.unwrap();
     (render(view), render(whole))
 }
 
@@ -38,18 +38,19 @@ async fn the_view_renders_what_the_whole_hash_renders() {
     // Working: the view leaves out what no DetailedTask shows (tool, queue entry, fence).
     let (view, whole) = both(&store, &id).await;
     assert_eq!(view, whole);
-    let rec = store.view_task(&id, OWNER).await.unwrap().unwrap();
+    let rec = store.tasks().view(&id, OWNER).await.unwrap().unwrap();
     assert_eq!(rec.status, Some(TaskStatus::Working));
     assert_eq!(rec.owner, OWNER);
     assert!(rec.tool.is_empty(), "the view read the tool: {rec:?}");
 
     // Waiting for input: read whole, so the input requests are there.
     let d = next_delivery(&store).await;
-    let Start::Run { fence, .. } = store.start(&d, "w1", 5).await.unwrap() else {
+    let Start::Run { fence, .. } = store.jobs().start(&d, "w1", 5).await.unwrap() else {
         panic!("the job did not start");
     };
     let request = json!({"method": "elicitation/create", "params": {"message": "Ship it?"}});
     let asked = store
+        .jobs()
         .ask(&id, OWNER, fence, &[("ship".into(), request.to_string())])
         .await
         .unwrap();
@@ -62,6 +63,7 @@ async fn the_view_renders_what_the_whole_hash_renders() {
     let result =
         json!({"resultType": "complete", "content": [{"type": "text", "text": "shipped"}]});
     let wrote = store
+        .jobs()
         .finish(&d, fence, &Finish::Completed(result.to_string()))
         .await
         .unwrap();
@@ -73,14 +75,16 @@ async fn the_view_renders_what_the_whole_hash_renders() {
     // Another owner's key, and an id never issued: nothing.
     assert!(
         store
-            .view_task(&id, "someone-else")
+            .tasks()
+            .view(&id, "someone-else")
             .await
             .unwrap()
             .is_none()
     );
     assert!(
         store
-            .view_task(&new_task_id(), OWNER)
+            .tasks()
+            .view(&new_task_id(), OWNER)
             .await
             .unwrap()
             .is_none()
@@ -99,6 +103,7 @@ async fn the_view_renders_failures_and_expiry_as_the_whole_hash_does() {
     assert_eq!(d.task_id, failed);
     let error = json!({"code": -32603, "message": "the build broke"});
     let wrote = store
+        .jobs()
         .finish(
             &d,
             0,

@@ -27,7 +27,8 @@ async fn queue_sleep(store: &Store) -> Result<String> {
         owner: OWNER.into(),
     };
     let created = store
-        .create_task(&NewTask {
+        .tasks()
+        .create(&NewTask {
             id: &id,
             ttl_ms: Some(60_000),
             poll_ms: 500,
@@ -58,7 +59,7 @@ async fn a_dropped_worker_future_takes_no_more_jobs() -> Result<()> {
     let first = tokio::select! {
         ended = worker => anyhow::bail!("the worker ended by itself: {ended:?}"),
         first = async {
-            store.ensure_groups(&["default".to_owned()]).await?;
+            store.jobs().ensure_groups(&["default".to_owned()]).await?;
             let id = queue_sleep(&store).await?;
             poll_until(WITHIN, || async {
                 (redis.task_field(&id, "status").ok()? == "completed").then_some(())

@@ -96,7 +96,7 @@ pub(crate) async fn sample_depths(store: Store, queues: Vec<String>, stop: Cance
     let mut tick = tokio::time::interval(DEPTH_EVERY);
     while mcp_tasks_shared::shutdown::every(&mut tick, &stop).await {
         for queue in &queues {
-            match store.queue_depth(queue).await {
+            match store.fleet().queue_depth(queue).await {
                 Ok(depth) => metrics::set_queue_depth(queue, depth),
                 Err(e) => {
                     tracing::debug!(queue.name = %queue, error = %e, "cannot sample queue depth");

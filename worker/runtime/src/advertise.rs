@@ -112,8 +112,8 @@ pub(crate) async fn advertise(
     for u in &mut upstreams {
         u.heartbeat_ms = now_millis();
     }
-    store.advertise_upstreams(&upstreams).await?;
-    store.advertise(adverts).await?;
+    store.fleet().advertise_upstreams(&upstreams).await?;
+    store.fleet().advertise(adverts).await?;
     Ok(upstreams)
 }
 
@@ -158,10 +158,10 @@ pub(crate) async fn heartbeat(
         for u in &mut upstreams {
             u.heartbeat_ms = now;
         }
-        if let Err(e) = store.advertise_upstreams(&upstreams).await {
+        if let Err(e) = store.fleet().advertise_upstreams(&upstreams).await {
             tracing::warn!(error = %e, "cannot renew upstream advertisements");
         }
-        if let Err(e) = store.advertise(&adverts).await {
+        if let Err(e) = store.fleet().advertise(&adverts).await {
             tracing::warn!(error = %e, "cannot renew tool advertisements");
         }
     }

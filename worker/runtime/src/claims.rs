@@ -96,7 +96,7 @@ impl Claims {
         let _writing = self.writes.lock().await;
         for (stream, held) in self.by_stream(|_| true) {
             let entries: Vec<String> = held.into_iter().map(|(e, _)| e).collect();
-            if let Err(e) = store.renew(&stream, consumer, &entries).await {
+            if let Err(e) = store.jobs().renew(&stream, consumer, &entries).await {
                 tracing::warn!(queue.stream = %stream, error = %e, "cannot renew job claims");
             }
         }
@@ -127,6 +127,7 @@ impl Claims {
                 }
             }
             match store
+                .jobs()
                 .give_up(&stream, consumer, &entries, &tasks, lease)
                 .await
             {

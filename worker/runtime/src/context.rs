@@ -250,7 +250,9 @@ impl TaskContext {
         let i = &self.inner;
         let fence = i.fence.get(&i.stop).await?;
         match persist(&i.stop, || {
-            i.store.set_message(&i.task_id, &i.owner, fence, message)
+            i.store
+                .jobs()
+                .set_message(&i.task_id, &i.owner, fence, message)
         })
         .await?
         {
@@ -365,7 +367,7 @@ impl TaskContext {
     ) -> Result<Option<Vec<(String, Value)>>, ToolError> {
         let i = &self.inner;
         match persist(&i.stop, || {
-            i.store.ask(&i.task_id, &i.owner, fence, encoded)
+            i.store.jobs().ask(&i.task_id, &i.owner, fence, encoded)
         })
         .await?
         {

@@ -31,7 +31,7 @@ pub(crate) async fn serve(
     let admin_stop = CancellationToken::new();
     let _admin_stop = admin_stop.clone().drop_guard();
     start_admin(&store, &config, admin, &shutdown, &admin_stop);
-    store.ensure_groups(&config.queues).await?;
+    store.jobs().ensure_groups(&config.queues).await?;
     store.warn_if_evicting().await;
     let mut tools = ToolSet::check(tools, &config)?;
     let upstreams = advertise(&store, &tools.adverts, &providers).await?;
@@ -325,7 +325,7 @@ async fn move_due(
     loop {
         let mut sleep = DUE_IDLE;
         for q in &queues {
-            match store.move_due(q).await {
+            match store.jobs().move_due(q).await {
                 Ok((_, Some(next))) => sleep = sleep.min(next),
                 Ok((_, None)) => {}
                 Err(e) => {

@@ -66,7 +66,7 @@ impl StrikeWatch {
 
     /// Read the strikes now; `Some(previous)` when they changed.
     async fn read(&self, store: &Store) -> Option<Arc<Strikes>> {
-        match store.strikes().await {
+        match store.controls().strikes().await {
             Ok(fresh) => {
                 let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
                 if **current == fresh {
@@ -111,7 +111,7 @@ impl StrikeWatch {
                     .read()
                     .unwrap_or_else(|p| p.into_inner())
                     .clone();
-                match store.release_held(&queues, &current).await {
+                match store.controls().release_held(&queues, &current).await {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(jobs = n, "held jobs queued again (strike lifted)"),
                     Err(e) => {
@@ -153,7 +153,7 @@ impl StrikeWatch {
             .map(|(id, r)| (id.clone(), r.owner.clone()))
             .collect();
         for (id, owner) in doomed {
-            match store.cancel(&id, &owner).await {
+            match store.tasks().cancel(&id, &owner).await {
                 Ok(_) => {
                     tracing::info!(task.id = %id, "cancelled: its tool was struck with --cancel-running")
                 }
@@ -170,7 +170,7 @@ pub(crate) async fn prune_held(store: Store, queues: Vec<String>, stop: Cancella
     let mut tick = tokio::time::interval(mcp_tasks_store::strikes::PRUNE_EVERY);
     while mcp_tasks_shared::shutdown::every(&mut tick, &stop).await {
         for queue in &queues {
-            match store.prune_held(queue).await {
+            match store.controls().prune_held(queue).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(
                     jobs = n,

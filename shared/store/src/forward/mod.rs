@@ -21,6 +21,7 @@ use redis::AsyncCommands as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::handles::Fleet;
 use crate::reader::KeyCon;
 use crate::{Store, StoreError, StoreResult, keys};
 
@@ -93,36 +94,6 @@ struct Answer {
 const KEEP_MS: i64 = 60_000;
 
 impl Store {
-    /// Advertise (or renew) upstreams.
-    ///
-    /// # Errors
-    /// Redis unavailable.
-    pub async fn advertise_upstreams(&self, adverts: &[UpstreamAdvert]) -> StoreResult<()> {
-        let items: Vec<(String, String)> = adverts
-            .iter()
-            .filter_map(|a| Some((a.name.clone(), serde_json::to_string(a).ok()?)))
-            .collect();
-        if items.is_empty() {
-            return Ok(());
-        }
-        let mut con = self.con.clone();
-        let _: () = con.hset_multiple(keys::UPSTREAMS_KEY, &items).await?;
-        Ok(())
-    }
-
-    /// All upstream advertisements, live or stale (callers filter by heartbeat).
-    ///
-    /// # Errors
-    /// Redis unavailable.
-    pub async fn upstream_adverts(&self) -> StoreResult<Vec<UpstreamAdvert>> {
-        let mut con = self.con.clone();
-        let all: HashMap<String, String> = con.hgetall(keys::UPSTREAMS_KEY).await?;
-        Ok(all
-            .values()
-            .filter_map(|v| serde_json::from_str(v).ok())
-            .collect())
-    }
-
     /// Answer the forwarded `request` on its gateway's reply list (kept a minute past the
     /// last answer, so the list of a gateway that went away does not stay).
     ///
@@ -156,6 +127,38 @@ impl Store {
             con: KeyCon::new(self.backend().clone()),
             key: keys::forward_key(upstream),
         }
+    }
+}
+
+impl Fleet<'_> {
+    /// Advertise (or renew) upstreams.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn advertise_upstreams(self, adverts: &[UpstreamAdvert]) -> StoreResult<()> {
+        let items: Vec<(String, String)> = adverts
+            .iter()
+            .filter_map(|a| Some((a.name.clone(), serde_json::to_string(a).ok()?)))
+            .collect();
+        if items.is_empty() {
+            return Ok(());
+        }
+        let mut con = self.store.con.clone();
+        let _: () = con.hset_multiple(keys::UPSTREAMS_KEY, &items).await?;
+        Ok(())
+    }
+
+    /// All upstream advertisements, live or stale (callers filter by heartbeat).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn upstream_adverts(self) -> StoreResult<Vec<UpstreamAdvert>> {
+        let mut con = self.store.con.clone();
+        let all: HashMap<String, String> = con.hgetall(keys::UPSTREAMS_KEY).await?;
+        Ok(all
+            .values()
+            .filter_map(|v| serde_json::from_str(v).ok())
+            .collect())
     }
 }
 

@@ -11,7 +11,11 @@ pub(crate) const QUEUE: &str = "default";
 #[allow(dead_code)]
 pub(crate) async fn store(redis: &Redis) -> mcp_tasks_store::Store {
     let store = mcp_tasks_store::Store::connect(&redis.url()).await.unwrap();
-    store.ensure_groups(&[QUEUE.to_owned()]).await.unwrap();
+    store
+        .jobs()
+        .ensure_groups(&[QUEUE.to_owned()])
+        .await
+        .unwrap();
     store
 }
 
@@ -49,7 +53,8 @@ pub(crate) async fn create_task(
     let id = new_task_id();
     let job = job(owner, "deploy", serde_json::json!({"repo": "web"}));
     let created = store
-        .create_task(&NewTask {
+        .tasks()
+        .create(&NewTask {
             id: &id,
             ttl_ms,
             poll_ms: 500,
@@ -80,7 +85,7 @@ pub(crate) fn job(owner: &str, tool: &str, args: serde_json::Value) -> mcp_tasks
 /// The next job on [`QUEUE`], delivered to consumer `w1`.
 #[allow(dead_code)]
 pub(crate) async fn next_delivery(store: &mcp_tasks_store::Store) -> mcp_tasks_store::Delivery {
-    let mut reader = store.job_reader().await.unwrap();
+    let mut reader = store.jobs().reader().await.unwrap();
     let mut got = reader
         .read(&[QUEUE.to_owned()], "w1", 1, None)
         .await

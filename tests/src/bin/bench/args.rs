@@ -124,7 +124,7 @@ pub(crate) struct Args {
     /// Store connections the loops share
     #[arg(long, value_name = "N", default_value = "4", value_parser = cli::at_least(1usize))]
     pub(crate) limit_conns: usize,
-    /// call Store::start before finish in the limit run
+    /// call Jobs::start before finish in the limit run
     #[arg(long, value_name = "yes|no", default_value = "no", value_parser = yes_no,
           action = ArgAction::Set)]
     pub(crate) limit_start: bool,

@@ -37,7 +37,7 @@ pub(crate) async fn redis_limit(
     let store = stores[0].clone();
     let queue = format!("bench-limit-{}", std::process::id());
     let queues = Arc::new(vec![queue.clone()]);
-    store.ensure_groups(&queues).await?;
+    store.jobs().ensure_groups(&queues).await?;
     let job = Arc::new(Job {
         tool: "sleep".into(),
         args: json!({"ms": 0}),
@@ -65,12 +65,13 @@ pub(crate) async fn redis_limit(
             queues.clone(),
         );
         set.spawn(async move {
-            let mut reader = store.job_reader().await?;
+            let mut reader = store.jobs().reader().await?;
             let consumer = format!("bench-{}-{k}", std::process::id());
             while !stop.load(Ordering::Relaxed) {
                 let id = new_task_id();
                 let created = store
-                    .create_task(&NewTask {
+                    .tasks()
+                    .create(&NewTask {
                         id: &id,
                         ttl_ms: Some(120_000),
                         poll_ms: 500,
@@ -91,7 +92,7 @@ pub(crate) async fn redis_limit(
                     // The worker takes no fence for a run that ends within its first 20 ms
                     // (finish with fence 0); --limit-start yes takes one first anyway.
                     let fence = if with_start {
-                        match store.start(&d, &consumer, 5).await? {
+                        match store.jobs().start(&d, &consumer, 5).await? {
                             Start::Run { fence, .. } => fence,
                             Start::Skip(why) => bail!("start skipped {}: {why}", d.task_id),
                         }
@@ -99,12 +100,13 @@ pub(crate) async fn redis_limit(
                         0
                     };
                     let w = store
+                        .jobs()
                         .finish(&d, fence, &Finish::Completed(result.to_string()))
                         .await?;
                     if w != Write::Ok {
                         bail!("finish: {w:?}");
                     }
-                    if store.view_task(&d.task_id, &d.owner).await?.is_none() {
+                    if store.tasks().view(&d.task_id, &d.owner).await?.is_none() {
                         bail!("view_task {}: gone", d.task_id);
                     }
                     done.fetch_add(1, Ordering::Relaxed);

@@ -400,6 +400,7 @@ impl Env {
         loop {
             let d = self
                 .store
+                .fleet()
                 .queue_depth(QUEUE)
                 .await
                 .context("reading the queue depth")?;

@@ -54,6 +54,7 @@ impl Runner {
         if let Some(rate) = limits.rate {
             match self
                 .store
+                .limits()
                 .rate_start(&limit, rate.starts, rate.per, &d.task_id)
                 .await
             {
@@ -64,7 +65,7 @@ impl Runner {
                         rate.starts,
                         short_duration(rate.per)
                     );
-                    if let Err(e) = self.store.park(d, &message, Some(wait)).await {
+                    if let Err(e) = self.store.limits().park(d, &message, Some(wait)).await {
                         tracing::warn!(error = %e, "cannot park a rate-limited job; it stays pending");
                     }
                     self.due_wake.notify_one();
@@ -82,6 +83,7 @@ impl Runner {
         let arrival = d.queued_at().unwrap_or_else(now_millis);
         match self
             .store
+            .limits()
             .acquire_slot(&limit, slots, &d.task_id, arrival, self.lease)
             .await
         {
@@ -96,7 +98,7 @@ impl Runner {
             }
             Ok(mcp_tasks_store::limits::Slot::Wait { running }) => {
                 let message = format!("waiting for a slot ({running} of {slots} running)");
-                if let Err(e) = self.store.park(d, &message, None).await {
+                if let Err(e) = self.store.limits().park(d, &message, None).await {
                     tracing::warn!(error = %e, "cannot park a job waiting for a slot; it stays pending");
                 }
                 self.due_wake.notify_one();
@@ -114,6 +116,7 @@ impl Runner {
     pub(super) async fn start(&self, d: &Delivery) -> Option<(u64, Option<i64>)> {
         match self
             .store
+            .jobs()
             .start(d, &self.consumer, self.max_deliveries)
             .await
         {
@@ -143,7 +146,7 @@ impl Drop for LimitSlot {
         let (store, (limit, task)) = (self.store.clone(), self.id.clone());
         tokio::spawn(async move {
             // Lost: the slot lapses with its lease.
-            if let Err(e) = store.free_slot(&limit, &task).await {
+            if let Err(e) = store.limits().free_slot(&limit, &task).await {
                 tracing::warn!(error = %e, "cannot give a concurrency slot back; it lapses with its lease");
             }
         });

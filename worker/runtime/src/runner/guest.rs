@@ -59,7 +59,7 @@ impl Runner {
                 }
             }
             if reader.is_none() {
-                match self.store.job_reader().await {
+                match self.store.jobs().reader().await {
                     Ok(r) => reader = Some(r),
                     Err(e) => {
                         tracing::debug!(error = %e, "guest slots cannot reach redis; pausing");
@@ -142,7 +142,7 @@ impl Runner {
     /// waits behind it; `true` when moved.
     async fn behind_guest(&self, d: &Delivery) -> bool {
         let running = self.slots.shares.running_owners();
-        match self.store.defer(d, share::WINDOW, &running).await {
+        match self.store.jobs().defer(d, share::WINDOW, &running).await {
             Ok(moved) => {
                 if moved {
                     tracing::debug!(task.id = %d.task_id, "moved behind a guest's job");

@@ -129,7 +129,7 @@ impl Runner {
                 }
             }
             if reader.is_none() {
-                match self.store.job_reader().await {
+                match self.store.jobs().reader().await {
                     Ok(r) => reader = Some(r),
                     Err(e) => {
                         tracing::warn!(error = %e, "worker cannot reach redis; pausing");
@@ -159,7 +159,7 @@ impl Runner {
                 Err(e) => {
                     tracing::warn!(error = %e, "reading jobs failed; pausing");
                     reader = None;
-                    if let Err(e) = self.store.ensure_groups(&self.queues).await {
+                    if let Err(e) = self.store.jobs().ensure_groups(&self.queues).await {
                         tracing::debug!(error = %e, "groups not ensured yet");
                     }
                     pause(&shutdown, &mut backoff).await;
@@ -195,7 +195,13 @@ impl Runner {
         let streams: Vec<(&String, String)> = self
             .queues
             .iter()
-            .flat_map(|q| self.store.queue_streams(q).into_iter().map(move |s| (q, s)))
+            .flat_map(|q| {
+                self.store
+                    .jobs()
+                    .queue_streams(q)
+                    .into_iter()
+                    .map(move |s| (q, s))
+            })
             .collect();
         for (queue, stream) in &streams {
             if permits.is_empty() {
@@ -203,6 +209,7 @@ impl Runner {
             }
             match self
                 .store
+                .jobs()
                 .take_sweep_lease(queue, stream, &self.consumer, hold)
                 .await
             {
@@ -216,6 +223,7 @@ impl Runner {
             let cursor = cursors.get(stream).map_or("0-0", String::as_str).to_owned();
             let (found, next) = match self
                 .store
+                .jobs()
                 .reclaim(
                     queue,
                     stream,
@@ -260,6 +268,7 @@ impl Runner {
         }
         match self
             .store
+            .jobs()
             .defer(d, share::WINDOW, &shares.full_owners())
             .await
         {
@@ -340,7 +349,7 @@ impl Runner {
         );
         let this = self.clone();
         self.tracker.spawn(async move {
-            match this.store.hold(&d, &message).await {
+            match this.store.controls().hold(&d, &message).await {
                 Ok(true) => {
                     tracing::info!(task.id = %d.task_id, "job held: its tool is struck")
                 }
@@ -365,7 +374,7 @@ impl Runner {
                     self.claims.renew(&self.store, &self.consumer).await;
                     let held: Vec<(String, String)> =
                         lock(&self.slots_held).iter().cloned().collect();
-                    if let Err(e) = self.store.renew_slots(&held, self.lease).await {
+                    if let Err(e) = self.store.limits().renew_slots(&held, self.lease).await {
                         tracing::warn!(error = %e, "cannot renew concurrency slots");
                     }
                 }

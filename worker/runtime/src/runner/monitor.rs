@@ -69,7 +69,7 @@ pub(super) async fn monitor(
     loop {
         if resync {
             resync = false;
-            match store.get_task(watch.task_id(), &owner).await {
+            match store.tasks().get(watch.task_id(), &owner).await {
                 Ok(Some(rec)) => observe(rec, fence, &latest, &stop, true),
                 Ok(None) => {
                     latest.send_replace(None);

@@ -36,7 +36,7 @@ impl Runner {
                 Some(failed(ErrorObject::new(INTERNAL_ERROR, retry.reason)))
             }
             // Why the run stopped is read from the task itself.
-            Err(ToolError::Stopped) => match self.store.get_task(&d.task_id, &d.owner).await {
+            Err(ToolError::Stopped) => match self.store.tasks().get(&d.task_id, &d.owner).await {
                 // Gone (expired) or terminal (cancelled while parked): release the entry.
                 Ok(None) => {
                     self.release(d).await;
@@ -75,7 +75,7 @@ impl Runner {
             return finish;
         }
         // Kept as long as the task: counted until it expires.
-        let lapses = match self.store.task_expiry(&d.task_id, &d.owner).await {
+        let lapses = match self.store.tasks().expiry(&d.task_id, &d.owner).await {
             Ok(Some(at)) => at,
             // Gone: the finish finds that out and stores nothing.
             Ok(None) => return finish,
@@ -86,6 +86,7 @@ impl Runner {
         };
         match self
             .store
+            .limits()
             .count_stored(&d.owner, json.len(), lapses, limit, Stored::Result)
             .await
         {
@@ -153,7 +154,12 @@ impl Runner {
             policy.attempts,
             retry.reason
         );
-        match self.store.retry(d, fence, wait, &message, next).await {
+        match self
+            .store
+            .jobs()
+            .retry(d, fence, wait, &message, next)
+            .await
+        {
             Ok(Write::Ok) => {
                 self.due_wake.notify_one();
                 tracing::info!(
@@ -177,7 +183,7 @@ impl Runner {
         // Until it is written (or refused): the result must not be lost to an outage. A
         // shutdown ends this with the process after the grace period.
         loop {
-            match self.store.finish(d, fence, finish).await {
+            match self.store.jobs().finish(d, fence, finish).await {
                 Ok(Write::Ok) => {
                     record_finish(d, finish);
                     return;
@@ -197,7 +203,7 @@ impl Runner {
     }
 
     async fn release(&self, d: &Delivery) {
-        if let Err(e) = self.store.release(d).await {
+        if let Err(e) = self.store.jobs().release(d).await {
             tracing::warn!(task.id = %d.task_id, error = %e, "cannot release job entry");
         }
     }

@@ -5,7 +5,7 @@
 //! otherwise hold every slot until its backlog drained, and another principal's task
 //! queued behind them would wait as long. So when a fresh job's owner already holds its
 //! share of this worker's slots, the store looks at the entries behind the job
-//! ([`Store::defer`](mcp_tasks_store::Store::defer), one script): when another owner's
+//! ([`Jobs::defer`](mcp_tasks_store::Jobs::defer), one script): when another owner's
 //! job is among them (within [`WINDOW`] entries), the job moves to the end of the queue
 //! unstarted and the slot reads on, reaching the other owner's job after at most the jobs
 //! in front of it. Owners at their share do not count as waiting, so owners all at their
