@@ -77,6 +77,16 @@ pub(crate) enum DispatchError {
     /// A failed task's error or another JSON-RPC error to pass through (in-band).
     #[error("{}", .0.message)]
     Rpc(Box<ErrorObject>),
+    /// A call or forwarded request that ended without its result, for a reason the client is
+    /// told (-32603 with this message, in-band): cancelled, timed out, needing input it cannot
+    /// get, an upstream that failed or did not answer. Unlike [`DispatchError::Internal`],
+    /// not a failure of ours: sent, not logged.
+    #[error("{0}")]
+    Failed(String),
+    /// A task-augmented `tools/call` of a tool that never runs as a task (-32601, in-band; a
+    /// 2025-11-25 session's `execution.taskSupport` is `"forbidden"`).
+    #[error("tool {0} does not run as a task")]
+    TaskForbidden(String),
     /// A per-caller limit is reached (-31001 with `data.limit` and `data.max`, HTTP 429).
     #[error("{message}")]
     Limited {
@@ -108,6 +118,15 @@ impl From<ErrorObject> for DispatchError {
 }
 
 impl DispatchError {
+    /// A failed task's answer: its stored error, passed through, or -32603 "the tool failed"
+    /// when it stored none.
+    pub(crate) fn task_failed(stored: Option<ErrorObject>) -> Self {
+        match stored {
+            Some(e) => e.into(),
+            None => DispatchError::Failed("the tool failed".into()),
+        }
+    }
+
     /// The response to a request that failed with this error, in `era`.
     pub(crate) fn response(&self, era: Era, id: Option<&Id>) -> Response<ResBody> {
         match era {
@@ -146,7 +165,7 @@ impl DispatchError {
     }
 
     /// The error object in 2025 terms: the 2026-only codes become the standard ones.
-    fn legacy_object(&self) -> ErrorObject {
+    pub(crate) fn legacy_object(&self) -> ErrorObject {
         match self {
             DispatchError::MissingCapability(missing) => ErrorObject::with_data(
                 INVALID_REQUEST,
@@ -183,6 +202,8 @@ impl DispatchError {
             | DispatchError::TaskNotFound
             | DispatchError::ResourceNotFound { .. }
             | DispatchError::Rpc(_)
+            | DispatchError::Failed(_)
+            | DispatchError::TaskForbidden(_)
             | DispatchError::Store(_)
             | DispatchError::Internal(_) => StatusCode::OK,
         }
@@ -195,12 +216,12 @@ impl From<&DispatchError> for ErrorObject {
             DispatchError::Parse(why) => {
                 ErrorObject::new(PARSE_ERROR, format!("Parse error: {why}"))
             }
-            DispatchError::NotAcceptable(why) => ErrorObject::new(INVALID_REQUEST, why.clone()),
+            DispatchError::NotAcceptable(why) => invalid_request(why.clone()),
             DispatchError::InvalidRequest(why) => {
                 ErrorObject::new(INVALID_REQUEST, format!("Invalid request: {why}"))
             }
             DispatchError::BadMeta(why) | DispatchError::InvalidParams(why) => {
-                ErrorObject::new(INVALID_PARAMS, why.clone())
+                invalid_params(why.clone())
             }
             DispatchError::HeaderMismatch(why) => {
                 ErrorObject::new(HEADER_MISMATCH, format!("Header mismatch: {why}"))
@@ -244,6 +265,13 @@ impl From<&DispatchError> for ErrorObject {
                 ErrorObject::with_data(INVALID_PARAMS, message.clone(), json!({ "uri": uri }))
             }
             DispatchError::Rpc(e) => (**e).clone(),
+            DispatchError::Failed(why) => ErrorObject::new(INTERNAL_ERROR, why.clone()),
+            DispatchError::TaskForbidden(tool) => ErrorObject::new(
+                METHOD_NOT_FOUND,
+                format!(
+                    "tool {tool} does not run as a task (execution.taskSupport is \"forbidden\"); call it without params.task"
+                ),
+            ),
             DispatchError::Store(store) => match &**store {
                 StoreError::Redis(_) => ErrorObject::new(
                     INTERNAL_ERROR,
@@ -265,6 +293,20 @@ impl From<&DispatchError> for ErrorObject {
             DispatchError::Internal(_) => ErrorObject::new(INTERNAL_ERROR, "internal error"),
         }
     }
+}
+
+/// -32600 with `why` as the whole message, for a refusal sent with an HTTP status of its own
+/// outside dispatch: before any JSON-RPC request was read (`http.rs`), or a 2025 session
+/// request with no session or an ill-formed envelope (`legacy`).
+pub(crate) fn invalid_request(why: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(INVALID_REQUEST, why)
+}
+
+/// -32602 with `why` as the message, for a refusal sent with an HTTP status of its own
+/// (`initialize` with too large capabilities, HTTP 400); in-band ones are
+/// [`DispatchError::InvalidParams`].
+pub(crate) fn invalid_params(why: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(INVALID_PARAMS, why)
 }
 
 /// `{"extensions":{"io.modelcontextprotocol/tasks":{}},"elicitation":{}}` → `extensions.io.modelcontextprotocol/tasks, elicitation`.

@@ -14,14 +14,14 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use mcp_tasks_protocol::PROTOCOL_VERSION;
-use mcp_tasks_protocol::jsonrpc::{ErrorObject, INVALID_REQUEST, Id};
+use mcp_tasks_protocol::jsonrpc::Id;
 use mcp_tasks_protocol::meta::{IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_HEADER};
 use mcp_tasks_shared::metrics::{self, Outcome};
 use serde_json::{Map, Value};
 use tracing::Instrument as _;
 
 use crate::envelope::{self, Body, Params};
-use crate::error::{DispatchError, Era};
+use crate::error::{self, DispatchError, Era};
 use crate::headers::{self, Routing};
 use crate::reply::{self, ResBody, full, json_error};
 use crate::state::State;
@@ -104,11 +104,7 @@ fn method_not_allowed(allow: &'static str) -> Response<ResBody> {
 
 /// A refusal before any JSON-RPC request was read: -32600 without an id.
 fn refuse(status: StatusCode, message: &str) -> Box<Response<ResBody>> {
-    Box::new(json_error(
-        status,
-        None,
-        &ErrorObject::new(INVALID_REQUEST, message),
-    ))
+    Box::new(json_error(status, None, &error::invalid_request(message)))
 }
 
 /// The media types a header lists, over all its lines (RFC 9110 §5.3), as written: compare

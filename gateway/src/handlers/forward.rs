@@ -261,20 +261,14 @@ async fn forward(
 ) -> Result<Value, DispatchError> {
     let forwarder = &state.forwarder;
     let wait = forwarder.wait().as_secs_f64();
-    let failed = |why: String| -> DispatchError {
-        ErrorObject::new(INTERNAL_ERROR, format!("upstream {} {why}", up.name)).into()
-    };
+    let failed = |why: String| DispatchError::Failed(format!("upstream {} {why}", up.name));
     match forwarder.forward(&up.name, method.as_str(), params).await? {
         Outcome::Answered(ForwardReply::Result(v)) => Ok(v),
         Outcome::Answered(ForwardReply::Error(e)) => Err(upstream_error(e)),
-        Outcome::Busy => Err(ErrorObject::new(
-            INTERNAL_ERROR,
-            format!(
-                "busy: this gateway already waits on {} forwarded upstream requests (MCPT_FORWARD_MAX_IN_FLIGHT); try again shortly",
-                state.config.forward_max_in_flight
-            ),
-        )
-        .into()),
+        Outcome::Busy => Err(DispatchError::Failed(format!(
+            "busy: this gateway already waits on {} forwarded upstream requests (MCPT_FORWARD_MAX_IN_FLIGHT); try again shortly",
+            state.config.forward_max_in_flight
+        ))),
         Outcome::Backlogged => Err(failed(format!(
             "is busy: {MAX_QUEUED} requests already wait for its workers; try again shortly"
         ))),
@@ -292,7 +286,7 @@ fn upstream_error(e: ErrorObject) -> DispatchError {
     match e.code {
         INVALID_PARAMS | RESOURCE_NOT_FOUND_2025 => DispatchError::InvalidParams(e.message),
         INTERNAL_ERROR => e.into(),
-        _ => ErrorObject::new(INTERNAL_ERROR, e.message).into(),
+        _ => DispatchError::Failed(e.message),
     }
 }
 
@@ -311,14 +305,10 @@ fn object(
 }
 
 fn malformed(up: &UpstreamAdvert, method: Method) -> DispatchError {
-    ErrorObject::new(
-        INTERNAL_ERROR,
-        format!(
-            "upstream {} answered {method} with a malformed result",
-            up.name
-        ),
-    )
-    .into()
+    DispatchError::Failed(format!(
+        "upstream {} answered {method} with a malformed result",
+        up.name
+    ))
 }
 
 /// Our cursor: which list, which upstream, and its cursor (none: its first page).

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mcp_tasks_protocol::TASKS_EXTENSION;
-use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR, result_bytes};
+use mcp_tasks_protocol::jsonrpc::result_bytes;
 use mcp_tasks_protocol::meta::{Capability, ServerMeta, server_meta};
 use mcp_tasks_protocol::params::{CallToolParams, InputResponses, ListToolsParams, Member};
 use mcp_tasks_protocol::results::{CacheScope, InputRequiredResult, ListToolsResult};
@@ -161,20 +161,22 @@ async fn wait_synchronously(
     watch: &mut Watch,
 ) -> Result<Reply, DispatchError> {
     let sync_timeout = state.config.sync_timeout;
-    match wait_terminal(&state.store, owner(req), watch, Instant::now() + sync_timeout).await? {
+    match wait_terminal(
+        &state.store,
+        owner(req),
+        watch,
+        Instant::now() + sync_timeout,
+    )
+    .await?
+    {
         Wait::Done(rec) => sync_reply(req, &rec),
-        Wait::NeedsInput => Err(ErrorObject::new(
-            INTERNAL_ERROR,
-            format!(
-                "tool {name} needs input while it runs, which a synchronous call cannot deliver; call it declaring the {TASKS_EXTENSION} extension. The call was cancelled"
-            ),
-        )
-        .into()),
-        Wait::TimedOut => Err(ErrorObject::new(
-            INTERNAL_ERROR,
-            format!("tool {name} did not finish within {} s (MCPT_SYNC_TIMEOUT); the call was cancelled", sync_timeout.as_secs()),
-        )
-        .into()),
+        Wait::NeedsInput => Err(DispatchError::Failed(format!(
+            "tool {name} needs input while it runs, which a synchronous call cannot deliver; call it declaring the {TASKS_EXTENSION} extension. The call was cancelled"
+        ))),
+        Wait::TimedOut => Err(DispatchError::Failed(format!(
+            "tool {name} did not finish within {} s (MCPT_SYNC_TIMEOUT); the call was cancelled",
+            sync_timeout.as_secs()
+        ))),
     }
 }
 
@@ -188,11 +190,8 @@ fn sync_reply(req: &Request, rec: &TaskRecord) -> Result<Reply, DispatchError> {
                 "completed task without a result".into(),
             )),
         },
-        TaskStatus::Failed => Err(task
-            .error
-            .unwrap_or_else(|| ErrorObject::new(INTERNAL_ERROR, "the tool failed"))
-            .into()),
-        _ => Err(ErrorObject::new(INTERNAL_ERROR, "the tool call was cancelled").into()),
+        TaskStatus::Failed => Err(DispatchError::task_failed(task.error)),
+        _ => Err(DispatchError::Failed("the tool call was cancelled".into())),
     }
 }
 

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mcp_tasks_protocol::jsonrpc::{self, ErrorObject, Id, METHOD_NOT_FOUND};
+use mcp_tasks_protocol::jsonrpc::{self, Id};
 use mcp_tasks_protocol::legacy::{CallToolParams, PROGRESS_TOKEN_KEY, TaskMetadata};
 use mcp_tasks_protocol::params::Member;
 use mcp_tasks_store::registry::Policy;
@@ -53,11 +53,7 @@ pub(super) async fn call(
     let task = requested_task(params.task, session)?;
     // (`task` is only ever set on a session with the tasks API.)
     if task.is_some() && tool.policy == Policy::Sync {
-        return Err(ErrorObject::new(
-            METHOD_NOT_FOUND,
-            format!("tool {name} does not run as a task (execution.taskSupport is \"forbidden\"); call it without params.task"),
-        )
-        .into());
+        return Err(DispatchError::TaskForbidden(name.to_owned()));
     }
     call.check_needs(&req, None)?;
     match task {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use mcp_tasks_protocol::jsonrpc::{self, ErrorObject, INTERNAL_ERROR, Id};
+use mcp_tasks_protocol::jsonrpc::{self, Id};
 use mcp_tasks_protocol::legacy::{RELATED_TASK_KEY, related_task_meta};
 use mcp_tasks_protocol::tasks::{DetailedTask, TaskStatus};
 use mcp_tasks_protocol::time::now_millis;
@@ -21,6 +21,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use super::input_request_id;
+use crate::error::DispatchError;
 use crate::handlers::listen::ListenerSlot;
 use crate::launch::CancelOnDrop;
 use crate::reply::sse_event;
@@ -104,8 +105,9 @@ impl Follower {
         self.tx.send(frame).await.map_err(|_| Stop::Left)
     }
 
-    async fn finish_with_error(&mut self, error: ErrorObject) -> Stop {
-        let bytes = jsonrpc::error_bytes(Some(&self.f.request_id), &error);
+    /// End the stream with `error` as the request's response, in 2025 terms.
+    async fn finish_with_error(&mut self, error: DispatchError) -> Stop {
+        let bytes = jsonrpc::error_bytes(Some(&self.f.request_id), &error.legacy_object());
         match self.send(&bytes).await {
             Ok(()) => Stop::Done,
             Err(stop) => stop,
@@ -122,9 +124,7 @@ impl Follower {
         if self.f.json_only {
             if task.status == TaskStatus::InputRequired {
                 let why = self.input_refusal();
-                return Err(self
-                    .finish_with_error(ErrorObject::new(INTERNAL_ERROR, why))
-                    .await);
+                return Err(self.finish_with_error(DispatchError::Failed(why)).await);
             }
         } else {
             if self.f.related && self.last_status != Some(task.status) {
@@ -241,17 +241,12 @@ impl Follower {
             }
             TaskStatus::Failed => jsonrpc::error_bytes(
                 Some(&self.f.request_id),
-                &task
-                    .error
-                    .clone()
-                    .unwrap_or_else(|| ErrorObject::new(INTERNAL_ERROR, "the tool failed")),
+                &DispatchError::task_failed(task.error.clone()).legacy_object(),
             ),
             _ => jsonrpc::error_bytes(
                 Some(&self.f.request_id),
-                &ErrorObject::new(
-                    INTERNAL_ERROR,
-                    format!("task {} was cancelled", self.f.task_id),
-                ),
+                &DispatchError::Failed(format!("task {} was cancelled", self.f.task_id))
+                    .legacy_object(),
             ),
         }
     }
@@ -299,9 +294,7 @@ async fn follow_until_done(state: &Arc<State>, watch: &mut Watch, me: &mut Follo
     let mut pending = match state.store.tasks().get(&me.f.task_id, &me.f.owner).await {
         Ok(Some(rec)) => Some(rec),
         Ok(None) => {
-            return me
-                .finish_with_error(ErrorObject::new(jsonrpc::INVALID_PARAMS, "Task not found"))
-                .await;
+            return me.finish_with_error(DispatchError::TaskNotFound).await;
         }
         Err(e) => {
             tracing::warn!(task.id = %me.f.task_id, error = %e, "cannot read the task; waiting for its events");
@@ -323,7 +316,7 @@ async fn follow_until_done(state: &Arc<State>, watch: &mut Watch, me: &mut Follo
                         } else {
                             format!("the gateway is shutting down; task {} continues: ask again for its result", me.f.task_id)
                         };
-                        let _ = me.finish_with_error(ErrorObject::new(INTERNAL_ERROR, why)).await;
+                        let _ = me.finish_with_error(DispatchError::Failed(why)).await;
                         return Stop::Drain;
                     }
                     ev = watch.recv() => ev,
@@ -339,7 +332,7 @@ async fn follow_until_done(state: &Arc<State>, watch: &mut Watch, me: &mut Follo
                             me.f.name,
                             state.config.sync_timeout.as_secs()
                         );
-                        return me.finish_with_error(ErrorObject::new(INTERNAL_ERROR, why)).await;
+                        return me.finish_with_error(DispatchError::Failed(why)).await;
                     }
                     // Past its TTL a task changes without an event: read what it became.
                     () = tokio::time::sleep_until(expires.into()) => Some(TaskEvent::Resync),
@@ -347,9 +340,8 @@ async fn follow_until_done(state: &Arc<State>, watch: &mut Watch, me: &mut Follo
                 match event {
                     None => {
                         return me
-                            .finish_with_error(ErrorObject::new(
-                                INTERNAL_ERROR,
-                                "the gateway is shutting down",
+                            .finish_with_error(DispatchError::Failed(
+                                "the gateway is shutting down".into(),
                             ))
                             .await;
                     }
@@ -359,9 +351,8 @@ async fn follow_until_done(state: &Arc<State>, watch: &mut Watch, me: &mut Follo
                             Ok(Some(rec)) => rec,
                             Ok(None) => {
                                 return me
-                                    .finish_with_error(ErrorObject::new(
-                                        INTERNAL_ERROR,
-                                        "Task expired before completion",
+                                    .finish_with_error(DispatchError::Failed(
+                                        "Task expired before completion".into(),
                                     ))
                                     .await;
                             }

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use hyper::header::{self, HeaderValue};
 use hyper::{Response, StatusCode};
-use mcp_tasks_protocol::jsonrpc::{ErrorObject, INVALID_REQUEST, Id};
+use mcp_tasks_protocol::jsonrpc::Id;
 use mcp_tasks_protocol::legacy;
 use mcp_tasks_protocol::method::Method;
 use serde_json::{Map, Value};
@@ -45,7 +45,7 @@ use serde_json::{Map, Value};
 pub(crate) use session::initialize;
 
 use crate::envelope::typed;
-use crate::error::{DispatchError, Era};
+use crate::error::{self, DispatchError, Era};
 use crate::handlers::listen::ListenerSlot;
 use crate::reply::{self, ResBody, json_error};
 use crate::state::State;
@@ -69,7 +69,7 @@ pub(super) const SESSION_IDLE: Duration = Duration::from_secs(24 * 3600);
 pub(super) const INPUT_ID_PREFIX: &str = "mcpt:";
 
 fn session_missing(status: StatusCode, why: &str) -> Response<ResBody> {
-    json_error(status, None, &ErrorObject::new(INVALID_REQUEST, why))
+    json_error(status, None, &error::invalid_request(why))
 }
 
 /// The id of the request that asks a client for `key` of `task`.
@@ -277,7 +277,7 @@ impl Message {
             Box::new(json_error(
                 StatusCode::BAD_REQUEST,
                 id.as_ref(),
-                &ErrorObject::new(INVALID_REQUEST, why),
+                &error::invalid_request(why),
             ))
         };
         let method = match obj.remove("method") {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use hyper::header::HeaderValue;
 use hyper::{Response, StatusCode};
-use mcp_tasks_protocol::jsonrpc::{self, ErrorObject, INVALID_PARAMS, Id};
+use mcp_tasks_protocol::jsonrpc::{self, Id};
 use mcp_tasks_protocol::legacy::{ClientCapabilities, InitializeParams};
 use mcp_tasks_protocol::params::Member;
 use mcp_tasks_protocol::{SERVER_NAME, SERVER_VERSION, legacy};
@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::{LATEST, SESSION_HEADER, SESSION_IDLE, VERSIONS};
-use crate::error::{DispatchError, Era};
+use crate::error::{self, DispatchError, Era};
 use crate::reply::{self, ResBody, json_error};
 use crate::state::State;
 
@@ -129,10 +129,9 @@ pub(crate) async fn initialize(
         return json_error(
             StatusCode::BAD_REQUEST,
             Some(&id),
-            &ErrorObject::new(
-                INVALID_PARAMS,
-                format!("params.capabilities is larger than {MAX_CAPS_BYTES} bytes of JSON"),
-            ),
+            &error::invalid_params(format!(
+                "params.capabilities is larger than {MAX_CAPS_BYTES} bytes of JSON"
+            )),
         );
     }
     let session = Session {
