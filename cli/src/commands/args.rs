@@ -199,6 +199,40 @@ pub(crate) enum Command {
         #[command(flatten)]
         up: UpData,
     },
+    /// Tasks that failed for good (dead letters), newest first
+    ///
+    /// A task that ended failed after its last attempt is kept for its tool's
+    /// `dead_letters` time (a week unless the catalog says otherwise; tool errors too with
+    /// `dead_letter_tool_errors = true`), at most MCPT_DEAD_LETTERS_MAX per queue. Reads
+    /// Redis (--redis, MCPT_REDIS_URL or the running `up`'s).
+    Dead {
+        /// Only this tool's
+        #[arg(long)]
+        tool: Option<String>,
+        /// Only those that failed within this long, like 30m, 1h or 7d
+        #[arg(long, value_name = "DURATION", value_parser = super::dead::parse_since)]
+        since: Option<std::time::Duration>,
+        /// One JSON object per line, with the job's arguments
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        redis: RedisUrl,
+        #[command(flatten)]
+        up: UpData,
+    },
+    /// Run a dead letter again: a new task with the same tool, arguments and owner
+    ///
+    /// The new task and the old one are linked both ways (tasks/get shows
+    /// `io.modelcontextprotocol/relatedTaskIds` in its `_meta`); a second redrive of the
+    /// same letter makes no second task.
+    Redrive {
+        /// The failed task's id, as `dead` lists it
+        id: String,
+        #[command(flatten)]
+        redis: RedisUrl,
+        #[command(flatten)]
+        up: UpData,
+    },
 }
 
 /// Parse this process's arguments. `Err` is the exit code after what needed printing was

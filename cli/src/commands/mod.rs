@@ -12,6 +12,7 @@
 
 mod args;
 mod client;
+mod dead;
 mod ops;
 mod result;
 mod strikes;
@@ -173,6 +174,19 @@ async fn execute(command: Command) -> Result<(), Fail> {
         } => strikes::restore(&targets(None, redis.redis, up, env)?.redis, &tool, when).await,
         Command::Strikes { redis, up } => {
             strikes::list(&targets(None, redis.redis, up, env)?.redis).await
+        }
+        Command::Dead {
+            tool,
+            since,
+            json,
+            redis,
+            up,
+        } => {
+            let redis = targets(None, redis.redis, up, env)?.redis;
+            dead::list(&redis, tool.as_deref(), since, json).await
+        }
+        Command::Redrive { id, redis, up } => {
+            dead::redrive(&targets(None, redis.redis, up, env)?.redis, &id).await
         }
         Command::Get { id, endpoint, up } => tasks::get(&client(endpoint, up)?, &id).await,
         Command::Cancel { id, endpoint, up } => tasks::cancel(&client(endpoint, up)?, &id).await,

@@ -84,7 +84,7 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) {
 }
 
 /// Milliseconds as `850ms`, `12.3s`, `4m05s`, `2h10m`.
-fn age(ms: i64) -> String {
+pub(crate) fn age(ms: i64) -> String {
     let ms = ms.max(0);
     match ms {
         0..1_000 => format!("{ms}ms"),

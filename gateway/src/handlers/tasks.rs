@@ -5,7 +5,7 @@ use std::sync::Arc;
 use mcp_tasks_protocol::jsonrpc::result_bytes;
 use mcp_tasks_protocol::meta::ServerMeta;
 use mcp_tasks_protocol::params::{CancelTaskParams, GetTaskParams, Member, UpdateTaskParams};
-use mcp_tasks_protocol::tasks::{EmptyResult, GetTaskResult, ResponseKind};
+use mcp_tasks_protocol::tasks::{EmptyResult, GetTaskResult, ResponseKind, TaskMeta};
 use mcp_tasks_store::{Answer, is_plausible_task_id};
 
 use super::{owner, require_tasks, task_id};
@@ -57,7 +57,9 @@ pub(crate) async fn get(
     let result = GetTaskResult {
         result_type: "complete",
         task: &task,
-        meta: ServerMeta,
+        meta: TaskMeta {
+            related: &task.related_task_ids,
+        },
     };
     Ok(Reply::Json(result_bytes(&req.id, &result)))
 }

@@ -22,6 +22,9 @@ pub const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
 pub const IDEMPOTENCY_KEY: &str = "io.github.mcp-tasks/idempotencyKey";
 /// The HTTP header carrying an idempotency key (the IETF httpapi draft's name).
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
+/// `_meta` key of a `tasks/get` result: the ids of tasks linked to this one (a redriven
+/// dead letter and the task its redrive made).
+pub const RELATED_TASK_IDS_KEY: &str = "io.modelcontextprotocol/relatedTaskIds";
 /// `_meta` key: W3C trace context.
 pub const TRACEPARENT_KEY: &str = "traceparent";
 /// The owner of every task when the gateway authenticates no one.

@@ -89,6 +89,10 @@ pub struct DetailedTask {
     /// The JSON-RPC error, only on `failed` (T-20).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorObject>,
+    /// Tasks linked to this one (a redriven dead letter and its new task): `tasks/get`
+    /// sends them in its result's `_meta` ([`TaskMeta`]), not as a field of the task.
+    #[serde(skip)]
+    pub related_task_ids: Vec<String>,
 }
 
 /// `tasks/get` result: `resultType: "complete"` plus the `DetailedTask` (T-08).
@@ -100,9 +104,34 @@ pub struct GetTaskResult<'a> {
     /// The task.
     #[serde(flatten)]
     pub task: &'a DetailedTask,
-    /// `serverInfo`.
+    /// `serverInfo`, and the task's related tasks when it has any.
     #[serde(rename = "_meta")]
-    pub meta: super::meta::ServerMeta,
+    pub meta: TaskMeta<'a>,
+}
+
+/// The `_meta` of a `tasks/get` result: [`super::meta::ServerMeta`], plus
+/// `io.modelcontextprotocol/relatedTaskIds` for a task linked to others.
+#[derive(Debug, Clone, Copy)]
+pub struct TaskMeta<'a> {
+    /// The linked tasks' ids (most tasks have none).
+    pub related: &'a [String],
+}
+
+impl Serialize for TaskMeta<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        if self.related.is_empty() {
+            return super::meta::ServerMeta.serialize(s);
+        }
+        let mut map = s.serialize_map(Some(2))?;
+        if let serde_json::Value::Object(server) = super::meta::server_meta() {
+            for (k, v) in &server {
+                map.serialize_entry(k, v)?;
+            }
+        }
+        map.serialize_entry(super::meta::RELATED_TASK_IDS_KEY, self.related)?;
+        map.end()
+    }
 }
 
 /// `CreateTaskResult` (§5.4): the `Task` fields with `resultType: "task"` (T-07, T-16).
@@ -328,6 +357,7 @@ mod tests {
                 RawValue::from_string(r#"{"resultType":"complete","content":[]}"#.into()).unwrap(),
             ),
             error: None,
+            related_task_ids: Vec::new(),
         }
     }
 
@@ -338,9 +368,12 @@ mod tests {
         let v = serde_json::to_value(GetTaskResult {
             result_type: "complete",
             task: &task,
-            meta: crate::meta::ServerMeta,
+            meta: TaskMeta {
+                related: &task.related_task_ids,
+            },
         })
         .unwrap();
+        assert_eq!(v["_meta"], crate::meta::server_meta());
         assert_eq!(v["resultType"], "complete");
         assert!(v.as_object().unwrap().contains_key("ttlMs"));
         assert!(v["ttlMs"].is_null());
@@ -348,6 +381,25 @@ mod tests {
         for absent in ["error", "inputRequests", "statusMessage", "requestState"] {
             assert!(v.get(absent).is_none(), "{absent}");
         }
+    }
+
+    /// A redriven task's links ride in the result's `_meta`, beside `serverInfo`.
+    #[test]
+    fn related_tasks_join_the_server_info_in_meta() {
+        let mut task = completed_task();
+        task.related_task_ids = vec!["tsk_B".into()];
+        let v = serde_json::to_value(GetTaskResult {
+            result_type: "complete",
+            task: &task,
+            meta: TaskMeta {
+                related: &task.related_task_ids,
+            },
+        })
+        .unwrap();
+        let meta = v["_meta"].as_object().unwrap();
+        assert_eq!(meta[crate::meta::RELATED_TASK_IDS_KEY], json!(["tsk_B"]));
+        assert!(meta.contains_key(crate::meta::SERVER_INFO_KEY));
+        assert!(v.get("relatedTaskIds").is_none());
     }
 
     #[test]

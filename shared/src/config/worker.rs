@@ -63,6 +63,13 @@ pub const ENV_MAX_RESULT_BYTES: &str = "MCPT_MAX_RESULT_BYTES";
 /// Default result bound: 1 MiB.
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 1 << 20;
 
+/// Most dead letters kept per queue stream (tasks that failed for good); the oldest leave
+/// first.
+pub const ENV_DEAD_LETTERS_MAX: &str = "MCPT_DEAD_LETTERS_MAX";
+
+/// Default bound on dead letters per queue stream.
+pub const DEFAULT_DEAD_LETTERS_MAX: u32 = 1000;
+
 /// Most input requests one task may make over its life.
 pub const ENV_MAX_INPUT_REQUESTS: &str = "MCPT_MAX_INPUT_REQUESTS";
 
@@ -108,6 +115,8 @@ pub struct WorkerConfig {
     pub max_result_bytes: usize,
     /// `MCPT_MAX_INPUT_REQUESTS`, default 100.
     pub max_input_requests: u32,
+    /// `MCPT_DEAD_LETTERS_MAX`, default 1000.
+    pub dead_letters_max: u32,
     /// Tool TTL and poll defaults.
     pub tasks: TaskDefaults,
 }
@@ -184,6 +193,13 @@ impl WorkerConfig {
                 DEFAULT_MAX_RESULT_BYTES,
                 "a byte count ≥ 1024",
                 |s| s.parse().ok().filter(|n| *n >= 1024),
+            )?,
+            dead_letters_max: parsed(
+                src,
+                ENV_DEAD_LETTERS_MAX,
+                DEFAULT_DEAD_LETTERS_MAX,
+                "an integer from 1 to 1000000",
+                |s| s.parse().ok().filter(|n| (1..=1_000_000).contains(n)),
             )?,
             max_input_requests: parsed(
                 src,

@@ -46,6 +46,12 @@ pub struct ConsoleReads<'a> {
     pub(crate) store: &'a Store,
 }
 
+/// Dead letters: tasks that failed for good, listed and run again.
+#[derive(Clone, Copy)]
+pub struct DeadLetters<'a> {
+    pub(crate) store: &'a Store,
+}
+
 impl Store {
     /// Tasks as their callers see them: create, read, answer, cancel.
     pub fn tasks(&self) -> Tasks<'_> {
@@ -80,5 +86,10 @@ impl Store {
     /// The operator console's reads: a queue's jobs, one task in full.
     pub fn console(&self) -> ConsoleReads<'_> {
         ConsoleReads { store: self }
+    }
+
+    /// Dead letters: tasks that failed for good, listed and run again.
+    pub fn dead(&self) -> DeadLetters<'_> {
+        DeadLetters { store: self }
     }
 }

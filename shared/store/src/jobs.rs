@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::dead::{self, Keep};
 use crate::entries::{BadJob, Entry};
 use crate::handles::Jobs;
 use crate::{JobReader, Store, StoreResult, keys, replies};
@@ -269,8 +270,23 @@ impl Jobs<'_> {
     ///
     /// # Errors
     /// Redis unavailable.
-    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "finish", task.id = %d.task_id))]
     pub async fn finish(self, d: &Delivery, fence: u64, outcome: &Finish) -> StoreResult<Write> {
+        self.finish_keeping(d, fence, outcome, None).await
+    }
+
+    /// End a task and acknowledge its job; with `keep`, keep it as a dead letter
+    /// ([`crate::dead`]) in the same step, unless a cancel ends it instead.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "finish", task.id = %d.task_id))]
+    pub async fn finish_keeping(
+        self,
+        d: &Delivery,
+        fence: u64,
+        outcome: &Finish,
+        keep: Option<&Keep>,
+    ) -> StoreResult<Write> {
         let (status, field, payload, message) = match outcome {
             Finish::Completed(result) => ("completed", "result", result.as_str(), ""),
             Finish::Failed { error, message } => {
@@ -278,17 +294,26 @@ impl Jobs<'_> {
             }
             Finish::Cancelled => ("cancelled", "", "", "Cancelled by request"),
         };
+        let now = mcp_tasks_protocol::time::now_millis();
+        let letter = match keep {
+            Some(keep) if status != "cancelled" => Some(dead::letter_args(d, status, keep, now)?),
+            _ => None,
+        };
         let key = self.store.layout.task_key(&d.task_id, &d.owner);
+        let side = letter.as_ref().map_or(&[][..], |(keys, ..)| &keys[..]);
         let mut script = self
             .store
-            .on_delivery(&self.store.scripts.finish, &key, d, &[]);
+            .on_delivery(&self.store.scripts.finish, &key, d, side);
         script
             .arg(fence)
             .arg(status)
             .arg(field)
             .arg(payload)
             .arg(message)
-            .arg(mcp_tasks_protocol::time::now_millis());
+            .arg(now);
+        if let (Some((_, json, lapses)), Some(keep)) = (&letter, keep) {
+            script.arg(&d.task_id).arg(json).arg(lapses).arg(keep.max);
+        }
         let (reply, _) = self.store.acknowledged(&script, &key, "finish").await?;
         replies::read(reply)
     }

@@ -155,6 +155,21 @@ pub fn delayed_key(stream: &str) -> String {
     }
 }
 
+/// `mcpt:dead:{…}` — the dead letters of one stream (zset: task id → when the letter
+/// lapses, ms), the stream's name with `dead` for `queue` so it keeps the stream's hash tag;
+/// `…:rows` holds each letter's JSON ([`crate::dead::DeadLetter`]).
+pub fn dead_key(stream: &str) -> String {
+    match stream.strip_prefix("mcpt:queue:") {
+        Some(rest) => format!("mcpt:dead:{rest}"),
+        None => format!("mcpt:dead:{stream}"),
+    }
+}
+
+/// `mcpt:dead:{…}:rows` — each dead letter of one stream: task id → its JSON.
+pub fn dead_rows_key(stream: &str) -> String {
+    format!("{}:rows", dead_key(stream))
+}
+
 /// The name of a concurrency limit: `TOOL`, or `TOOL=VALUE` for a `concurrency_key` value
 /// (braces and `%` in either are percent-encoded, so the name can be a hash tag).
 pub fn limit_name(tool: &str, value: Option<&str>) -> String {

@@ -14,6 +14,7 @@
 //! | `mcpt:held:{NAME}` | hash | a struck tool's jobs taken off stream `mcpt:queue:{NAME}`: entry id → the entry's fields | `hold.lua` (worker), `unhold.lua` (restore) | entries leave when released, or when their task's TTL ends (`prune_held.lua`) |
 //! | `mcpt:held:{NAME}:ends` | zset | held entry id → when its task's TTL ends (ms) | `hold.lua`, `unhold.lua` | entries leave on release, or with the held job once past (`prune_held.lua`, workers every 30 s) |
 //! | `mcpt:delayed:{NAME}` | sorted set | jobs of stream `mcpt:queue:{NAME}` waiting to be tried again (their fields as JSON), scored by when due | `retry.lua` (worker); `due.lua` moves them back | members leave when due |
+//! | `mcpt:dead:{NAME}`, `mcpt:dead:{NAME}:rows` | sorted set, hash | the dead letters of stream `mcpt:queue:{NAME}` (task id → when the letter lapses) and each letter's JSON ([`dead::DeadLetter`]: tool, owner, job, reason, attempts) | `finish.lua` (a task failing for good); `mcp-tasks redrive` marks one redriven | a per-tool time (`dead_letters`), at most `MCPT_DEAD_LETTERS_MAX` per stream |
 //! | `mcpt:running:{LIMIT}`, `mcpt:line:{LIMIT}`, `mcpt:asked:{LIMIT}` | sorted sets, hash | a concurrency limit's slots (task → lease end), its line (task → arrival), when each waiting task last asked ([`limits`]) | `acquire.lua`, workers' renewals and frees | slots lapse with their lease |
 //! | `mcpt:starts:{LIMIT}` | sorted set | a rate limit's starts in the window (task → ms) | `rate.lua` | a window after the last start |
 //! | `mcpt:rate:{OWNER}:MINUTE`, `mcpt:active:{OWNER}` | string, sorted set | tasks an owner created that minute; its unfinished tasks (id → when its TTL ends), finished ones pruned when the set reaches `MCPT_LIMIT_ACTIVE_TASKS` | `create.lua` (`limits.lua` in a cluster); the gateway's prune | 61 s after the minute's first; the set with its longest-lived task (never while one has no TTL) |
@@ -37,7 +38,8 @@
 //! table: [`Store::tasks`] (create, read, answer, cancel), [`Store::jobs`] (what workers do
 //! to the jobs they run), [`Store::limits`] (slots, rate windows, listener slots, stored
 //! bytes), [`Store::sessions`] (2025 sessions), [`Store::controls`] (strikes and held jobs),
-//! [`Store::fleet`] (adverts, tallies, queues), [`Store::console`] (the console's reads);
+//! [`Store::fleet`] (adverts, tallies, queues), [`Store::console`] (the console's reads), [`Store::dead`]
+//! (dead letters and redrive);
 //! [`forward`] (upstream prompts and resources, asked through a worker), [`events`]
 //! (pub/sub fan-out) and `reader` (blocking job reads) have types of their own; [`keys`]
 //! spells every key, `scripts` loads every Lua script and `replies` reads their answers
@@ -50,6 +52,7 @@
 #![allow(clippy::disallowed_methods)]
 
 pub mod console;
+pub mod dead;
 pub mod delayed;
 mod entries;
 pub mod events;
@@ -83,7 +86,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 
 pub use entries::BadJob;
-pub use handles::{ConsoleReads, Controls, Fleet, Jobs, Limits, Sessions, Tasks};
+pub use handles::{ConsoleReads, Controls, DeadLetters, Fleet, Jobs, Limits, Sessions, Tasks};
 pub use jobs::{Ask, Delivery, Finish, Job, Start, Write};
 pub use queues::{Consumer, QueueDepth};
 pub use reader::JobReader;

@@ -49,6 +49,8 @@ pub struct TaskRecord {
     pub inputs: BTreeMap<String, String>,
     /// Answers received (key → answer JSON).
     pub answers: BTreeMap<String, String>,
+    /// Tasks linked to this one: a redriven dead letter and the task its redrive made.
+    pub related: Vec<String>,
 }
 
 impl TaskRecord {
@@ -80,6 +82,7 @@ impl TaskRecord {
                 "error" => rec.error = Some(value),
                 "cancel" => rec.cancel_requested = value == "1",
                 "fence" => rec.fence = value.parse().unwrap_or(0),
+                "related" => rec.related = value.split(' ').map(str::to_owned).collect(),
                 _ => {
                     if let Some(key) = field.strip_prefix("in:") {
                         rec.inputs.insert(key.to_owned(), value);
@@ -184,6 +187,7 @@ impl TaskRecord {
             input_requests,
             result,
             error,
+            related_task_ids: self.related.clone(),
         }
     }
 }

@@ -36,6 +36,8 @@ pub(crate) struct Scripts {
     pub(crate) rate: Script,
     /// Redis Cluster only: the owner's limits, before `create` (another slot).
     pub(crate) limits: Script,
+    /// A redriven dead letter's link to its new task (and back).
+    pub(crate) link: Script,
 }
 
 /// The prelude's sections. Every script with a prelude takes [`CLOCK`], then the sections
@@ -137,6 +139,7 @@ impl Scripts {
             park: script("park"),
             rate: script("rate"),
             limits: script("limits"),
+            link: Script::new(include_str!("scripts/link.lua")),
         }
     }
 }

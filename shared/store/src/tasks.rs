@@ -270,8 +270,9 @@ impl Tasks<'_> {
     /// Redis unavailable.
     #[tracing::instrument(name = "store", level = "debug", skip_all, fields(store.op = "view", task.id = %id))]
     pub async fn view(self, id: &str, owner: &str) -> StoreResult<Option<TaskRecord>> {
-        const SHOWN: [&str; 9] = [
+        const SHOWN: [&str; 10] = [
             "status", "msg", "created", "updated", "ttl", "poll", "owner", "result", "error",
+            "related",
         ];
         let mut con = self.store.con.clone();
         let values: Vec<Option<String>> = redis::cmd("HMGET")

@@ -47,6 +47,9 @@ pub(crate) enum ValueError {
     /// A `max_output` that is not a positive number.
     #[error("expected a positive number of bytes")]
     MaxOutput,
+    /// A `dead_letters` that is neither a positive duration nor `false`.
+    #[error("{0}: expected how long to keep them, like \"7d\", or false")]
+    DeadLetters(toml::Value),
     /// An `env` that is not a list of variable names.
     #[error("expected a list of variable names (no '=', PATH is always passed)")]
     EnvNames,
@@ -102,6 +105,10 @@ pub(super) struct Common {
     pub(super) concurrency_key: Option<String>,
     #[serde(default, deserialize_with = "rate")]
     pub(super) rate: Option<Rate>,
+    #[serde(default, deserialize_with = "dead_letters")]
+    pub(super) dead_letters: Option<Option<Duration>>,
+    #[serde(default, deserialize_with = "flag")]
+    pub(super) dead_letter_tool_errors: bool,
 }
 
 /// A positive duration like `30s`, and the text it was written as (for messages).
@@ -285,6 +292,19 @@ fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Rate>, D::Error> {
 }
 
 /// `max_running`: a whole number of at least 1.
+/// `dead_letters = "7d"` (how long a task that failed for good stays listed) or `false`
+/// (not kept): `Some(None)` for `false`.
+fn dead_letters<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<Duration>>, D::Error> {
+    checked(d, |v| match v {
+        toml::Value::Boolean(false) => Ok(Some(None)),
+        toml::Value::String(s) => parse_duration(s)
+            .filter(|d| !d.is_zero())
+            .map(|d| Some(Some(d)))
+            .ok_or_else(|| ValueError::DeadLetters(v.clone())),
+        _ => Err(ValueError::DeadLetters(v.clone())),
+    })
+}
+
 fn max_running<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
     checked(d, |v| {
         v.as_integer()

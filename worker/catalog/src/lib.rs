@@ -355,6 +355,10 @@ fn tool_spec(common: Common, config: &WorkerConfig) -> Result<ToolSpec, FieldErr
     spec.poll_interval = common.poll_interval.map(|l| l.value);
     spec.outlives_caller = common.outlives_caller;
     spec.retry = common.retry;
+    if let Some(keep) = common.dead_letters {
+        spec.dead_letters.keep = keep;
+    }
+    spec.dead_letters.tool_errors = common.dead_letter_tool_errors;
     spec.max_running = common.max_running;
     spec.rate = common.rate;
     if let Some(key) = common.concurrency_key {
@@ -469,6 +473,37 @@ mod tests {
         );
     }
 
+    /// A tool keeps its failures a week unless it says otherwise; `false` keeps none.
+    #[test]
+    fn dead_letters_are_kept_a_week_unless_the_entry_says() {
+        let tools = check(
+            r#"
+            [[command]]
+            name = "a"
+            argv = ["true"]
+            [[command]]
+            name = "b"
+            argv = ["true"]
+            dead_letters = "1h"
+            dead_letter_tool_errors = true
+            [[command]]
+            name = "c"
+            argv = ["true"]
+            dead_letters = false
+            "#,
+        )
+        .expect("valid");
+        let policies: Vec<_> = tools.iter().map(|t| t.spec().dead_letters).collect();
+        assert_eq!(
+            policies[0].keep,
+            Some(mcp_tasks_worker::DEFAULT_DEAD_LETTER_KEEP)
+        );
+        assert!(!policies[0].tool_errors);
+        assert_eq!(policies[1].keep, Some(Duration::from_secs(3600)));
+        assert!(policies[1].tool_errors);
+        assert_eq!(policies[2].keep, None);
+    }
+
     #[test]
     fn defaults_apply() {
         let tools = check("[[command]]\nname = \"x\"\nargv = [\"true\"]\n").expect("valid");
@@ -544,6 +579,14 @@ mod tests {
             (
                 "[[command]]\nname = \"a\"\nargv = [\"x\"]\nretry = { attempts = 3, tries = 2 }\n",
                 "field retry: unknown key \"tries\"",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\ndead_letters = true\n",
+                "field dead_letters: true: expected how long to keep them, like \"7d\", or false",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\ndead_letters = \"0s\"\n",
+                "field dead_letters: \"0s\": expected how long",
             ),
             (
                 "[[command]]\nname = \"a\"\nargv = [\"x\"]\nmax_running = 0\n",

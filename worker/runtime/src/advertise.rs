@@ -13,7 +13,7 @@ use mcp_tasks_store::forward::UpstreamAdvert;
 use mcp_tasks_store::registry::{HEARTBEAT_INTERVAL_MS, ToolAdvert};
 use tokio_util::sync::CancellationToken;
 
-use crate::tool::{RetryPolicy, Tool, ToolSpec};
+use crate::tool::{DeadLetterPolicy, RetryPolicy, Tool, ToolSpec};
 use crate::{Provider, WorkerError, runner};
 
 /// A worker's tools once checked: by name, with the retry policies and limits the runner
@@ -22,6 +22,7 @@ use crate::{Provider, WorkerError, runner};
 pub(crate) struct ToolSet {
     pub(crate) by_name: HashMap<String, Arc<dyn Tool>>,
     pub(crate) retries: HashMap<String, RetryPolicy>,
+    pub(crate) dead_letters: HashMap<String, DeadLetterPolicy>,
     pub(crate) limits: HashMap<String, runner::Limits>,
     pub(crate) adverts: Vec<ToolAdvert>,
 }
@@ -64,6 +65,8 @@ impl ToolSet {
             }
             self.retries.insert(spec.tool.name.clone(), policy);
         }
+        self.dead_letters
+            .insert(spec.tool.name.clone(), spec.dead_letters);
         if spec.max_running == Some(0) {
             return Err(refused("max_running must be at least 1".to_owned()));
         }

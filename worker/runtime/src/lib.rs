@@ -38,7 +38,10 @@ pub use mcp_tasks_protocol::tasks::InputRequest;
 pub use mcp_tasks_protocol::tools::CallToolResult;
 pub use mcp_tasks_store::forward::UpstreamAdvert;
 pub use mcp_tasks_store::registry::{Needs, Policy};
-pub use tool::{Rate, RateError, Retry, RetryPolicy, Tool, ToolError, ToolFuture, ToolSpec};
+pub use tool::{
+    DEFAULT_DEAD_LETTER_KEEP, DeadLetterPolicy, Rate, RateError, Retry, RetryPolicy, Tool,
+    ToolError, ToolFuture, ToolSpec,
+};
 
 /// Why a worker stopped with an error.
 #[derive(Debug, thiserror::Error)]

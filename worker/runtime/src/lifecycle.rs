@@ -129,6 +129,8 @@ impl Worker {
             max_input_requests: config.max_input_requests,
             strikes,
             retries: tools.retries,
+            dead_letters: tools.dead_letters,
+            dead_letters_max: config.dead_letters_max,
             limits: tools.limits,
             slots_held: Arc::default(),
             due_wake: Arc::default(),

@@ -160,6 +160,9 @@ pub struct ToolSpec {
     pub outlives_caller: bool,
     /// How [`ToolError::Retryable`] failures are tried again (default: never).
     pub retry: Option<RetryPolicy>,
+    /// How its tasks that fail for good are kept for operators (default: `failed` ones,
+    /// a week).
+    pub dead_letters: DeadLetterPolicy,
     /// At most this many calls run at once across the fleet (per value of
     /// `concurrency_key`'s argument, when set); the others wait, holding no worker slot.
     pub max_running: Option<u32>,
@@ -174,6 +177,28 @@ pub struct ToolSpec {
     /// allowed, and left to that server. Ours (`false`, the default) must use only
     /// keywords the validator enforces.
     pub schema_checked_upstream: bool,
+}
+
+/// How a tool's tasks that fail for good (after their last attempt) are kept as dead
+/// letters, listed by `mcp-tasks dead` and the console and run again by `mcp-tasks redrive`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLetterPolicy {
+    /// How long a letter stays listed; `None`: not kept.
+    pub keep: Option<Duration>,
+    /// Keep tasks that completed with a tool error (`isError`) too, not only `failed` ones.
+    pub tool_errors: bool,
+}
+
+/// How long a dead letter stays listed unless its tool says otherwise: a week.
+pub const DEFAULT_DEAD_LETTER_KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
+
+impl Default for DeadLetterPolicy {
+    fn default() -> Self {
+        DeadLetterPolicy {
+            keep: Some(DEFAULT_DEAD_LETTER_KEEP),
+            tool_errors: false,
+        }
+    }
 }
 
 /// A start rate: `starts` per `per` (`"10/min"`).
@@ -235,6 +260,7 @@ impl ToolSpec {
             poll_interval: None,
             outlives_caller: false,
             retry: None,
+            dead_letters: DeadLetterPolicy::default(),
             max_running: None,
             concurrency_key: None,
             rate: None,

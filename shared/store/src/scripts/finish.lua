@@ -1,6 +1,8 @@
 -- A worker ends a task: terminal state, result or error, publish, XACK + XDEL.
 -- A worker whose fencing token is stale writes nothing (another worker owns the task).
 -- KEYS[1] task hash   KEYS[2] queue stream
+-- KEYS[3] KEYS[4] (only for a dead letter) the stream's dead letters (zset: task id → when
+--         the letter lapses, ms) and their rows (hash: task id → JSON)
 -- ARGV[1] channel  ARGV[2] group  ARGV[3] entry id  ARGV[4] fence
 -- (0: the run never took one)
 -- ARGV[5] status  ARGV[6] field ('result' | 'error' | '')  ARGV[7] payload JSON
@@ -10,6 +12,9 @@
 --         it stamps lastUpdatedAt (never moving it back), and only
 --         when it says the TTL has passed is Redis' clock read (TIME) to confirm — as in
 --         start.lua, so the usual path needs no TIME.
+-- ARGV[10..13] (only for a dead letter) the task id, the letter's JSON (see keep_letter),
+--          when it lapses (ms) and the most letters the stream keeps: written with the terminal state (not when a
+--          cancel won), pruning up to 16 lapsed ones and the oldest beyond the most.
 -- Returns: {'ok'} | {'gone'} | {'terminal', status} | {'fenced'}
 -- The usual path: HGETALL, HSET, PUBLISH, XACK, XDEL; on one Redis HMGET, HSET,
 -- PUBSUB NUMSUB (and HGETALL and PUBLISH when watched), XACK, XDEL.
@@ -55,6 +60,33 @@ else
   if ARGV[6] ~= '' then changes[ARGV[6]] = ARGV[7] end
   if ARGV[8] ~= '' then changes.msg = ARGV[8] end
 end
+-- A dead letter: the worker's part (ARGV[11], a JSON object without its closing brace)
+-- and the job as the stream entry holds it (its arguments: a run has given them to its
+-- tool), read before the entry goes.
+local function keep_letter()
+  local letter = ARGV[11]
+  local entry = redis.call('XRANGE', KEYS[2], ARGV[3], ARGV[3])[1]
+  if entry then
+    local fields = entry[2]
+    for i = 1, #fields, 2 do
+      if fields[i] == 'job' then letter = letter .. ',"job":' .. fields[i + 1] end
+    end
+  end
+  redis.call('ZADD', KEYS[3], ARGV[12], ARGV[10])
+  redis.call('HSET', KEYS[4], ARGV[10], letter .. '}')
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', STAMP_TEXT, 'LIMIT', 0, 16)
+  local over = redis.call('ZCARD', KEYS[3]) - #gone - ARGV[13]
+  if over > 0 then
+    for _, old in ipairs(redis.call('ZRANGE', KEYS[3], #gone, #gone + over - 1)) do
+      gone[#gone + 1] = old
+    end
+  end
+  if #gone > 0 then
+    redis.call('ZREM', KEYS[3], unpack(gone))
+    redis.call('HDEL', KEYS[4], unpack(gone))
+  end
+end
 commit(KEYS[1], ARGV[1], task, changes, true)
+if KEYS[4] and changes.status == ARGV[5] then keep_letter() end
 ack(KEYS[2], ARGV[2], ARGV[3])
 return {'ok'}

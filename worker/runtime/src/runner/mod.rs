@@ -84,6 +84,10 @@ pub(crate) struct Runner {
     pub(crate) strikes: Arc<StrikeWatch>,
     /// The retry policy of each tool that has one.
     pub(crate) retries: HashMap<String, crate::tool::RetryPolicy>,
+    /// Each tool's dead-letter policy (a tool not here: the default).
+    pub(crate) dead_letters: HashMap<String, crate::tool::DeadLetterPolicy>,
+    /// At most this many dead letters per stream (`MCPT_DEAD_LETTERS_MAX`).
+    pub(crate) dead_letters_max: u32,
     /// The concurrency and rate limits of each tool that has one.
     pub(crate) limits: HashMap<String, Limits>,
     /// The limit slots this worker's runs hold (limit, task id), renewed with the claims.

@@ -7,6 +7,7 @@ use std::time::Duration;
 use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
 use mcp_tasks_protocol::time::now_millis;
 use mcp_tasks_shared::metrics;
+use mcp_tasks_store::dead::Keep;
 use mcp_tasks_store::stored::{self, Stored};
 use mcp_tasks_store::{Delivery, Finish, Write};
 
@@ -182,8 +183,14 @@ impl Runner {
         let mut backoff = Duration::from_millis(100);
         // Until it is written (or refused): the result must not be lost to an outage. A
         // shutdown ends this with the process after the grace period.
+        let keep = self.keep_of(d, finish);
         loop {
-            match self.store.jobs().finish(d, fence, finish).await {
+            match self
+                .store
+                .jobs()
+                .finish_keeping(d, fence, finish, keep.as_ref())
+                .await
+            {
                 Ok(Write::Ok) => {
                     record_finish(d, finish);
                     return;
@@ -200,6 +207,23 @@ impl Runner {
                 }
             }
         }
+    }
+
+    /// How `finish` keeps its task as a dead letter under its tool's policy: a failure,
+    /// or a tool error where the tool keeps those; `None` for everything else.
+    fn keep_of(&self, d: &Delivery, finish: &Finish) -> Option<Keep> {
+        let policy = self.dead_letters.get(d.tool()).copied().unwrap_or_default();
+        let keep = policy.keep?;
+        let reason = match finish {
+            Finish::Failed { message, .. } => message.clone(),
+            Finish::Completed(json) if policy.tool_errors => tool_error_text(json)?,
+            Finish::Completed(_) | Finish::Cancelled => return None,
+        };
+        Some(Keep {
+            for_ms: u64::try_from(keep.as_millis()).unwrap_or(u64::MAX),
+            max: self.dead_letters_max,
+            reason,
+        })
     }
 
     async fn release(&self, d: &Delivery) {
@@ -229,6 +253,20 @@ fn record_finish(d: &Delivery, finish: &Finish) {
         m.task_duration.record(ms as f64 / 1000.0, &attrs);
     }
     mcp_tasks_shared::tally::finished(status, &d.queue, run_ms);
+}
+
+/// The text of a stored result that is a tool error (`isError: true`): its first text
+/// content, or a note that it had none; `None` for a result that is not an error.
+fn tool_error_text(json: &str) -> Option<String> {
+    let result: serde_json::Value = serde_json::from_str(json).ok()?;
+    if result.get("isError") != Some(&serde_json::Value::Bool(true)) {
+        return None;
+    }
+    let text = result
+        .get("content")
+        .and_then(serde_json::Value::as_array)
+        .and_then(|content| content.iter().find_map(|c| c.get("text")?.as_str()));
+    Some(text.map_or_else(|| "the tool reported an error".to_owned(), str::to_owned))
 }
 
 /// A failure as the finish script stores it: the error object, and its message for the

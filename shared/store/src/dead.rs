@@ -1,0 +1,263 @@
+//! Dead letters: tasks that ended `failed` after their last attempt (and, where the tool
+//! says so, `completed` with `isError`), kept per queue stream for operators to list and
+//! to run again. The finish script writes a letter with the terminal state, reading the
+//! job's arguments from the stream entry before it goes; a redrive makes a **new** task of
+//! the same tool, arguments and owner, linked both ways (`related`).
+
+use std::collections::HashSet;
+
+use redis::AsyncCommands as _;
+use serde::{Deserialize, Serialize};
+
+use crate::handles::DeadLetters;
+use crate::idempotency::call_digest;
+use crate::{Created, Delivery, Job, NewTask, OwnerLimits, StoreError, StoreResult, keys};
+
+/// How a finish keeps its task as a dead letter.
+#[derive(Debug, Clone)]
+pub struct Keep {
+    /// How long the letter stays listed (ms).
+    pub for_ms: u64,
+    /// At most this many letters per stream; the oldest leave first.
+    pub max: u32,
+    /// What went wrong, in a line (the error's message, or the tool error's text).
+    pub reason: String,
+}
+
+/// One dead letter, as `mcp-tasks dead` and the console list it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeadLetter {
+    /// The task that failed.
+    pub task_id: String,
+    /// Its owner's digest.
+    pub owner: String,
+    /// Its tool.
+    pub tool: String,
+    /// Its queue.
+    pub queue: String,
+    /// The stream its job was read from (where the letter is kept).
+    pub stream: String,
+    /// `failed`, or `completed` for a tool error the tool keeps.
+    pub outcome: String,
+    /// What went wrong, in a line.
+    pub reason: String,
+    /// The attempts it had.
+    pub attempts: u32,
+    /// When it ended (ms since the epoch, the worker's clock).
+    pub at_ms: i64,
+    /// The job (tool, arguments, capabilities); `None` when its stream entry was gone.
+    #[serde(default)]
+    pub job: Option<Job>,
+    /// The task a redrive made of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redriven: Option<String>,
+}
+
+/// The worker's part of a letter: a [`DeadLetter`] without its job (the finish script
+/// appends the job as the stream entry holds it).
+#[derive(Serialize)]
+struct Header<'a> {
+    task_id: &'a str,
+    owner: &'a str,
+    tool: &'a str,
+    queue: &'a str,
+    stream: &'a str,
+    outcome: &'a str,
+    reason: &'a str,
+    attempts: u32,
+    at_ms: i64,
+}
+
+/// The finish script's arguments for a letter: its keys, and the task id, the letter's
+/// JSON without the closing brace, when it lapses and the most kept.
+pub(crate) fn letter_args(
+    d: &Delivery,
+    outcome: &str,
+    keep: &Keep,
+    now_ms: i64,
+) -> StoreResult<([String; 2], String, i64)> {
+    let header = Header {
+        task_id: &d.task_id,
+        owner: &d.owner,
+        tool: d.tool(),
+        queue: &d.queue,
+        stream: &d.stream,
+        outcome,
+        reason: &keep.reason,
+        attempts: d.attempt,
+        at_ms: now_ms,
+    };
+    let mut json =
+        serde_json::to_string(&header).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    // An object: its text ends with the brace the script closes after the job.
+    json.pop();
+    let lapses = now_ms.saturating_add(i64::try_from(keep.for_ms).unwrap_or(i64::MAX));
+    Ok((
+        [keys::dead_key(&d.stream), keys::dead_rows_key(&d.stream)],
+        json,
+        lapses,
+    ))
+}
+
+/// What a redrive made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redriven {
+    /// The new task.
+    pub task_id: String,
+    /// The letter had been redriven before: this is that task, not another.
+    pub again: bool,
+}
+
+/// The id of the task a redrive of `task_id` makes: the same for every redrive of one
+/// letter (an idempotency key of its own), so a retried redrive makes no second task.
+fn redrive_key(task_id: &str) -> String {
+    format!("redrive:{task_id}")
+}
+
+impl DeadLetters<'_> {
+    /// The live letters of `queues`, newest first.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn list(self, queues: &[String]) -> StoreResult<Vec<DeadLetter>> {
+        let now = mcp_tasks_protocol::time::now_millis();
+        let mut con = self.store.con.clone();
+        let mut letters = Vec::new();
+        for queue in queues {
+            for stream in self.store.layout.queue_streams(queue) {
+                let ids: Vec<String> = con
+                    .zrangebyscore(keys::dead_key(&stream), now, "+inf")
+                    .await?;
+                if ids.is_empty() {
+                    continue;
+                }
+                let rows: Vec<Option<String>> = redis::cmd("HMGET")
+                    .arg(keys::dead_rows_key(&stream))
+                    .arg(&ids)
+                    .query_async(&mut con)
+                    .await?;
+                letters.extend(
+                    rows.iter()
+                        .flatten()
+                        .filter_map(|row| serde_json::from_str::<DeadLetter>(row).ok()),
+                );
+            }
+        }
+        letters.sort_by(|a, b| b.at_ms.cmp(&a.at_ms).then(a.task_id.cmp(&b.task_id)));
+        Ok(letters)
+    }
+
+    /// The live letter of task `task_id` among `queues`' streams.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn find(self, queues: &[String], task_id: &str) -> StoreResult<Option<DeadLetter>> {
+        let now = mcp_tasks_protocol::time::now_millis();
+        let mut con = self.store.con.clone();
+        let mut seen = HashSet::new();
+        for queue in queues {
+            for stream in self.store.layout.queue_streams(queue) {
+                if !seen.insert(stream.clone()) {
+                    continue;
+                }
+                let lapses: Option<i64> = con.zscore(keys::dead_key(&stream), task_id).await?;
+                if lapses.is_none_or(|at| at < now) {
+                    continue;
+                }
+                let row: Option<String> = con.hget(keys::dead_rows_key(&stream), task_id).await?;
+                if let Some(letter) = row.and_then(|r| serde_json::from_str(&r).ok()) {
+                    return Ok(Some(letter));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Run `letter` again as a new task of the same tool, arguments and owner, living
+    /// `ttl_ms` (`None`: never expires), polled every `poll_ms`: linked both ways, and the
+    /// letter marked. A second redrive of one letter answers the first's task.
+    ///
+    /// # Errors
+    /// Redis unavailable or not confirmed by replicas; [`StoreError::Rejected`] for a
+    /// letter whose job was not kept.
+    pub async fn redrive(
+        self,
+        letter: &DeadLetter,
+        ttl_ms: Option<u64>,
+        poll_ms: u64,
+    ) -> StoreResult<Redriven> {
+        let Some(job) = &letter.job else {
+            return Err(StoreError::Rejected(format!(
+                "task {} has no arguments kept (its job had left the queue): it cannot run again",
+                letter.task_id
+            )));
+        };
+        let job = Job {
+            traceparent: None,
+            ..job.clone()
+        };
+        let task_id = self
+            .store
+            .layout
+            .keyed_task_id(&letter.owner, &redrive_key(&letter.task_id));
+        let digest = call_digest(&job.args);
+        let created = self
+            .store
+            .tasks()
+            .create(&NewTask {
+                id: &task_id,
+                ttl_ms,
+                poll_ms,
+                owner: &letter.owner,
+                limits: OwnerLimits::default(),
+                queue: &letter.queue,
+                job: &job,
+                keyed: Some(&digest),
+            })
+            .await?;
+        let again = match created {
+            Created::At(_) => false,
+            Created::Existing => true,
+            Created::Limited(_) | Created::Conflict(_) => {
+                return Err(StoreError::Rejected(format!(
+                    "the redrive of {} was refused: {created:?}",
+                    letter.task_id
+                )));
+            }
+        };
+        self.link(&task_id, &letter.owner, &letter.task_id).await?;
+        self.link(&letter.task_id, &letter.owner, &task_id).await?;
+        self.mark(letter, &task_id).await?;
+        Ok(Redriven { task_id, again })
+    }
+
+    /// Add `other` to the `related` ids of task `id` (if its hash is still there).
+    async fn link(self, id: &str, owner: &str, other: &str) -> StoreResult<()> {
+        let mut con = self.store.con.clone();
+        let _: i64 = self
+            .store
+            .scripts
+            .link
+            .key(self.store.layout.task_key(id, owner))
+            .arg(other)
+            .invoke_async(&mut con)
+            .await?;
+        Ok(())
+    }
+
+    /// Note on `letter`'s row which task its redrive made (if the row is still there).
+    async fn mark(self, letter: &DeadLetter, task_id: &str) -> StoreResult<()> {
+        let marked = DeadLetter {
+            redriven: Some(task_id.to_owned()),
+            ..letter.clone()
+        };
+        let row = serde_json::to_string(&marked).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let rows = keys::dead_rows_key(&letter.stream);
+        let mut con = self.store.con.clone();
+        let there: bool = con.hexists(&rows, &letter.task_id).await?;
+        if there {
+            let _: () = con.hset(&rows, &letter.task_id, row).await?;
+        }
+        Ok(())
+    }
+}
