@@ -82,6 +82,10 @@ pub(crate) async fn redrive(url: &str, id: &str) -> Result<(), Fail> {
              while after the failure, see the tool's dead_letters)"
         )));
     };
+    if let Some(made) = &letter.redriven {
+        println!("task {id} was redriven before, as {made}: no new task");
+        return Ok(());
+    }
     let adverts = ask(url, store.fleet().adverts()).await?;
     let now = now_millis();
     let Some(advert) = adverts
@@ -97,7 +101,9 @@ pub(crate) async fn redrive(url: &str, id: &str) -> Result<(), Fail> {
     let ttl = (advert.ttl_ms > 0).then_some(advert.ttl_ms);
     let made = ask(
         url,
-        store.dead().redrive(&letter, ttl, advert.poll_interval_ms),
+        store
+            .dead()
+            .redrive(&letter, &advert.queue, ttl, advert.poll_interval_ms),
     )
     .await?;
     if made.again {

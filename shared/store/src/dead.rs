@@ -45,12 +45,20 @@ pub struct DeadLetter {
     pub attempts: u32,
     /// When it ended (ms since the epoch, the worker's clock).
     pub at_ms: i64,
-    /// The job (tool, arguments, capabilities); `None` when its stream entry was gone.
-    #[serde(default)]
+    /// The job (tool, arguments, capabilities); `None` when its stream entry was gone or
+    /// its job could not be read (a poison entry: the letter is listed all the same).
+    #[serde(default, deserialize_with = "lenient_job")]
     pub job: Option<Job>,
     /// The task a redrive made of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redriven: Option<String>,
+}
+
+/// A letter's job, or `None` for one that is not a [`Job`]: the rest of the letter still
+/// reads.
+fn lenient_job<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Job>, D::Error> {
+    let value = serde_json::Value::deserialize(d)?;
+    Ok(serde_json::from_value(value).ok())
 }
 
 /// The worker's part of a letter: a [`DeadLetter`] without its job (the finish script
@@ -75,7 +83,7 @@ pub(crate) fn letter_args(
     outcome: &str,
     keep: &Keep,
     now_ms: i64,
-) -> StoreResult<([String; 2], String, i64)> {
+) -> StoreResult<([String; 3], String, i64)> {
     let header = Header {
         task_id: &d.task_id,
         owner: &d.owner,
@@ -93,7 +101,11 @@ pub(crate) fn letter_args(
     json.pop();
     let lapses = now_ms.saturating_add(i64::try_from(keep.for_ms).unwrap_or(i64::MAX));
     Ok((
-        [keys::dead_key(&d.stream), keys::dead_rows_key(&d.stream)],
+        [
+            keys::dead_key(&d.stream),
+            keys::dead_rows_key(&d.stream),
+            keys::dead_ages_key(&d.stream),
+        ],
         json,
         lapses,
     ))
@@ -109,9 +121,11 @@ pub struct Redriven {
 }
 
 /// The id of the task a redrive of `task_id` makes: the same for every redrive of one
-/// letter (an idempotency key of its own), so a retried redrive makes no second task.
+/// letter (an idempotency key of its own), so a retried redrive makes no second task. It
+/// starts with a control character, which no client's key may hold (they are printable
+/// ASCII): no call of the owner can name the same task.
 fn redrive_key(task_id: &str) -> String {
-    format!("redrive:{task_id}")
+    format!("\u{1}redrive:{task_id}")
 }
 
 impl DeadLetters<'_> {
@@ -173,9 +187,11 @@ impl DeadLetters<'_> {
         Ok(None)
     }
 
-    /// Run `letter` again as a new task of the same tool, arguments and owner, living
-    /// `ttl_ms` (`None`: never expires), polled every `poll_ms`: linked both ways, and the
-    /// letter marked. A second redrive of one letter answers the first's task.
+    /// Run `letter` again as a new task of the same tool, arguments and owner on `queue`
+    /// (where the tool is served now), living `ttl_ms` (`None`: never expires), polled
+    /// every `poll_ms`: linked both ways, and the letter marked. A second redrive of one
+    /// letter answers the first's task while it exists (callers check
+    /// [`DeadLetter::redriven`] first).
     ///
     /// # Errors
     /// Redis unavailable or not confirmed by replicas; [`StoreError::Rejected`] for a
@@ -183,6 +199,7 @@ impl DeadLetters<'_> {
     pub async fn redrive(
         self,
         letter: &DeadLetter,
+        queue: &str,
         ttl_ms: Option<u64>,
         poll_ms: u64,
     ) -> StoreResult<Redriven> {
@@ -210,7 +227,7 @@ impl DeadLetters<'_> {
                 poll_ms,
                 owner: &letter.owner,
                 limits: OwnerLimits::default(),
-                queue: &letter.queue,
+                queue,
                 job: &job,
                 keyed: Some(&digest),
             })

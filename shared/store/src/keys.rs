@@ -165,6 +165,12 @@ pub fn dead_key(stream: &str) -> String {
     }
 }
 
+/// `mcpt:dead:{…}:at` — when each dead letter of one stream failed (zset: task id → ms):
+/// beyond `MCPT_DEAD_LETTERS_MAX` the oldest leave first, whatever their tools keep.
+pub fn dead_ages_key(stream: &str) -> String {
+    format!("{}:at", dead_key(stream))
+}
+
 /// `mcpt:dead:{…}:rows` — each dead letter of one stream: task id → its JSON.
 pub fn dead_rows_key(stream: &str) -> String {
     format!("{}:rows", dead_key(stream))

@@ -168,14 +168,14 @@ async fn a_redrive_makes_one_new_task_of_the_same_call_linked_both_ways() {
 
     let made = store
         .dead()
-        .redrive(&letter, Some(600_000), 250)
+        .redrive(&letter, QUEUE, Some(600_000), 250)
         .await
         .unwrap();
     assert!(!made.again);
     assert_ne!(made.task_id, d.task_id, "a new task");
     let again = store
         .dead()
-        .redrive(&letter, Some(600_000), 250)
+        .redrive(&letter, QUEUE, Some(600_000), 250)
         .await
         .unwrap();
     assert!(again.again, "a second redrive answers the first's task");

@@ -1,8 +1,9 @@
 -- A worker ends a task: terminal state, result or error, publish, XACK + XDEL.
 -- A worker whose fencing token is stale writes nothing (another worker owns the task).
 -- KEYS[1] task hash   KEYS[2] queue stream
--- KEYS[3] KEYS[4] (only for a dead letter) the stream's dead letters (zset: task id → when
---         the letter lapses, ms) and their rows (hash: task id → JSON)
+-- KEYS[3] KEYS[4] KEYS[5] (only for a dead letter) the stream's dead letters (zset: task id
+--         → when the letter lapses, ms), their rows (hash: task id → JSON) and their ages
+--         (zset: task id → when it failed, ms)
 -- ARGV[1] channel  ARGV[2] group  ARGV[3] entry id  ARGV[4] fence
 -- (0: the run never took one)
 -- ARGV[5] status  ARGV[6] field ('result' | 'error' | '')  ARGV[7] payload JSON
@@ -13,8 +14,9 @@
 --         when it says the TTL has passed is Redis' clock read (TIME) to confirm — as in
 --         start.lua, so the usual path needs no TIME.
 -- ARGV[10..13] (only for a dead letter) the task id, the letter's JSON (see keep_letter),
---          when it lapses (ms) and the most letters the stream keeps: written with the terminal state (not when a
---          cancel won), pruning up to 16 lapsed ones and the oldest beyond the most.
+--          when it lapses (ms) and the most letters the stream keeps: written with the
+--          terminal state (not when a cancel won), pruning up to 16 lapsed ones and up to
+--          100 of the oldest beyond the most.
 -- Returns: {'ok'} | {'gone'} | {'terminal', status} | {'fenced'}
 -- The usual path: HGETALL, HSET, PUBLISH, XACK, XDEL; on one Redis HMGET, HSET,
 -- PUBSUB NUMSUB (and HGETALL and PUBLISH when watched), XACK, XDEL.
@@ -69,21 +71,29 @@ local function keep_letter()
   if entry then
     local fields = entry[2]
     for i = 1, #fields, 2 do
-      if fields[i] == 'job' then letter = letter .. ',"job":' .. fields[i + 1] end
+      -- A job that is not JSON (a poison entry) is left out, so the letter still reads.
+      if fields[i] == 'job' and pcall(cjson.decode, fields[i + 1]) then
+        letter = letter .. ',"job":' .. fields[i + 1]
+      end
     end
   end
   redis.call('ZADD', KEYS[3], ARGV[12], ARGV[10])
+  redis.call('ZADD', KEYS[5], STAMP_TEXT, ARGV[10])
   redis.call('HSET', KEYS[4], ARGV[10], letter .. '}')
   local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', STAMP_TEXT, 'LIMIT', 0, 16)
-  local over = redis.call('ZCARD', KEYS[3]) - #gone - ARGV[13]
-  if over > 0 then
-    for _, old in ipairs(redis.call('ZRANGE', KEYS[3], #gone, #gone + over - 1)) do
-      gone[#gone + 1] = old
-    end
-  end
   if #gone > 0 then
     redis.call('ZREM', KEYS[3], unpack(gone))
+    redis.call('ZREM', KEYS[5], unpack(gone))
     redis.call('HDEL', KEYS[4], unpack(gone))
+  end
+  -- Beyond the most, the oldest failures leave first, at most 100 a call (so that a
+  -- lowered bound is reached over a few failures, never with one unpack too large).
+  local over = math.min(redis.call('ZCARD', KEYS[5]) - ARGV[13], 100)
+  if over > 0 then
+    local old = redis.call('ZRANGE', KEYS[5], 0, over - 1)
+    redis.call('ZREM', KEYS[3], unpack(old))
+    redis.call('ZREM', KEYS[5], unpack(old))
+    redis.call('HDEL', KEYS[4], unpack(old))
   end
 end
 commit(KEYS[1], ARGV[1], task, changes, true)
