@@ -205,6 +205,36 @@ impl Drop for TempDir {
     }
 }
 
+/// Run the `mcp-tasks` command with `args` against the Redis at `redis` (nothing else of
+/// this process's environment but `PATH`): its exit code, stdout and stderr.
+///
+/// # Errors
+/// The binary cannot be run.
+pub fn mcp_tasks(redis: &str, args: &[&str]) -> Result<(i32, String, String)> {
+    let out = std::process::Command::new(binary("mcp-tasks"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("MCPT_REDIS_URL", redis)
+        .output()
+        .context("cannot run mcp-tasks (run `cargo build --workspace --bins` first)")?;
+    Ok((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// [`mcp_tasks`] that must exit 0: its stdout.
+///
+/// # Errors
+/// It could not run, or exited otherwise (with its stderr).
+pub fn mcp_tasks_ok(redis: &str, args: &[&str]) -> Result<String> {
+    let (code, stdout, stderr) = mcp_tasks(redis, args)?;
+    ensure!(code == 0, "mcp-tasks {args:?} exited {code}: {stderr}");
+    Ok(stdout)
+}
+
 /// Write a tool catalog (`MCPT_TOOLS_FILE`) to a fresh `tools.toml` in a private folder,
 /// removed when the returned file is dropped.
 pub fn write_catalog(text: &str) -> Result<TempFile> {

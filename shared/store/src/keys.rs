@@ -133,10 +133,14 @@ pub const STRIKES_KEY: &str = "mcpt:strikes";
 /// JSON array): the stream's name with `held` for `queue`, so it keeps the stream's hash
 /// tag (`mcpt:queue:{NAME}` → `mcpt:held:{NAME}`, in a cluster `mcpt:held:{TAG}:NAME`).
 pub fn held_key(stream: &str) -> String {
-    match stream.strip_prefix("mcpt:queue:") {
-        Some(rest) => format!("mcpt:held:{rest}"),
-        None => format!("mcpt:held:{stream}"),
-    }
+    beside_stream("held", stream)
+}
+
+/// `mcpt:KIND:{…}`: a key of one stream's, its name with `KIND` for `queue`, so that it
+/// keeps the stream's hash tag (and slot, in a cluster).
+fn beside_stream(kind: &str, stream: &str) -> String {
+    let rest = stream.strip_prefix("mcpt:queue:").unwrap_or(stream);
+    format!("mcpt:{kind}:{rest}")
 }
 
 /// `mcpt:held:{…}:ends` — when the task of each held job of one stream ends (zset: entry
@@ -149,20 +153,14 @@ pub fn held_ends_key(stream: &str) -> String {
 /// `mcpt:delayed:{…}` — the jobs of one stream waiting to be tried again, scored by when
 /// they are due (the stream's name with `delayed` for `queue`, keeping its hash tag).
 pub fn delayed_key(stream: &str) -> String {
-    match stream.strip_prefix("mcpt:queue:") {
-        Some(rest) => format!("mcpt:delayed:{rest}"),
-        None => format!("mcpt:delayed:{stream}"),
-    }
+    beside_stream("delayed", stream)
 }
 
 /// `mcpt:dead:{…}` — the dead letters of one stream (zset: task id → when the letter
 /// lapses, ms), the stream's name with `dead` for `queue` so it keeps the stream's hash tag;
 /// `…:rows` holds each letter's JSON ([`crate::dead::DeadLetter`]).
 pub fn dead_key(stream: &str) -> String {
-    match stream.strip_prefix("mcpt:queue:") {
-        Some(rest) => format!("mcpt:dead:{rest}"),
-        None => format!("mcpt:dead:{stream}"),
-    }
+    beside_stream("dead", stream)
 }
 
 /// `mcpt:dead:{…}:at` — when each dead letter of one stream failed (zset: task id → ms):

@@ -11,34 +11,12 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
 use mcp_tasks_tests::{
-    Client, Gateway, RedisServer, TempDir, Worker, binary, caps_tasks, poll_until, write_catalog,
+    Client, Gateway, RedisServer, TempDir, Worker, caps_tasks, mcp_tasks as cli,
+    mcp_tasks_ok as cli_ok, poll_until, write_catalog,
 };
 use serde_json::{Value, json};
 
 const WITHIN: Duration = Duration::from_secs(15);
-
-/// Run `mcp-tasks ARGS` against `redis`: (exit code, stdout, stderr).
-fn cli(redis: &str, args: &[&str]) -> Result<(i32, String, String)> {
-    let out = Command::new(binary("mcp-tasks"))
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("MCPT_REDIS_URL", redis)
-        .output()
-        .context("cannot run mcp-tasks (run `cargo build --workspace --bins` first)")?;
-    Ok((
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    ))
-}
-
-/// `mcp-tasks ARGS` that must succeed; its stdout.
-fn cli_ok(redis: &str, args: &[&str]) -> Result<String> {
-    let (code, stdout, stderr) = cli(redis, args)?;
-    ensure!(code == 0, "mcp-tasks {args:?} exited {code}: {stderr}");
-    Ok(stdout)
-}
 
 /// A call's answer: refused with a tool error (its text), or the task it started.
 async fn call(client: &Client, tool: &str, args: Value) -> Result<Result<String, String>> {
