@@ -283,6 +283,54 @@ async fn command_past_its_timeout_fails_the_task() -> Result<()> {
     Ok(())
 }
 
+/// Retention and size are set per entry: a result over the tool's own `max_result_bytes`
+/// fails its task with an error naming that bound and nothing of it stored, while the same
+/// output from a tool without one completes under `MCPT_MAX_RESULT_BYTES`; each tool's
+/// `ttl` is its tasks' `ttlMs` (T-09, T-52).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_bounds_its_own_results_and_keeps_them_its_own_time() -> Result<()> {
+    let s = start(
+        &format!(
+            r#"
+            [[command]]
+            name = "small"
+            argv = ["printf", "%s", "{{text}}"]
+            max_result_bytes = 2048
+            ttl = "2h"
+            {TEXT_SCHEMA}
+
+            [[command]]
+            name = "say"
+            argv = ["printf", "%s", "{{text}}"]
+            {TEXT_SCHEMA}
+            "#
+        ),
+        "say",
+        &[],
+        &[],
+    )
+    .await?;
+    let text = "z".repeat(3000);
+    let id = s.client.start_task("small", json!({"text": text})).await?;
+    let t = s.client.wait_status(&id, "failed", WITHIN).await?;
+    assert_eq!(t["error"]["code"], -32603, "{t}");
+    let message = t["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("at most 2048 are stored (max_result_bytes of tool small)"),
+        "{t}"
+    );
+    assert_eq!(t["ttlMs"], 7_200_000, "{t}");
+    let key = s.redis.cli(&["KEYS", &format!("mcpt:task:{{{id}}}:*")])?;
+    let status = s.redis.cli(&["HGET", key.trim(), "status"])?;
+    assert_eq!(status.trim(), "failed", "no task hash at {key:?}");
+    let stored = s.redis.cli(&["HGET", key.trim(), "result"])?;
+    assert_eq!(stored.trim(), "", "the oversized result was stored");
+
+    let r = run(&s.client, "say", json!({"text": text})).await?;
+    assert_eq!(r["structuredContent"]["stdout"], text.as_str());
+    Ok(())
+}
+
 /// A catalog with a mistake stops the worker at start: exit code 64 and one line on
 /// stderr naming the file, the entry and the field.
 #[tokio::test(flavor = "multi_thread")]

@@ -47,6 +47,9 @@ pub(crate) enum ValueError {
     /// A `max_output` that is not a positive number.
     #[error("expected a positive number of bytes")]
     MaxOutput,
+    /// A `max_result_bytes` out of range.
+    #[error("{0}: expected a number of bytes from 1024 to {MOST_RESULT_BYTES}")]
+    MaxResultBytes(toml::Value),
     /// A `dead_letters` that is neither a positive duration nor `false`.
     #[error("{0}: expected how long to keep them, like \"7d\", or false")]
     DeadLetters(toml::Value),
@@ -109,7 +112,13 @@ pub(super) struct Common {
     pub(super) dead_letters: Option<Option<Duration>>,
     #[serde(default, deserialize_with = "flag")]
     pub(super) dead_letter_tool_errors: bool,
+    #[serde(default, deserialize_with = "max_result_bytes")]
+    pub(super) max_result_bytes: Option<usize>,
 }
+
+/// The largest `max_result_bytes` an entry may set: 64 MiB. A result is held whole in the
+/// worker, in Redis and in every gateway that answers for it.
+pub(super) const MOST_RESULT_BYTES: usize = 64 << 20;
 
 /// A positive duration like `30s`, and the text it was written as (for messages).
 #[derive(Debug, Clone)]
@@ -346,6 +355,17 @@ pub(super) fn max_output<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Er
             .and_then(|n| usize::try_from(n).ok())
             .filter(|n| *n >= 1)
             .ok_or(ValueError::MaxOutput)
+    })
+}
+
+/// `max_result_bytes`: from 1024 (as `MCPT_MAX_RESULT_BYTES`) to [`MOST_RESULT_BYTES`].
+fn max_result_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    checked(d, |v| {
+        v.as_integer()
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|n| (1024..=MOST_RESULT_BYTES).contains(n))
+            .map(Some)
+            .ok_or_else(|| ValueError::MaxResultBytes(v.clone()))
     })
 }
 

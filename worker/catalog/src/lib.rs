@@ -359,6 +359,7 @@ fn tool_spec(common: Common, config: &WorkerConfig) -> Result<ToolSpec, FieldErr
         spec.dead_letters.keep = keep;
     }
     spec.dead_letters.tool_errors = common.dead_letter_tool_errors;
+    spec.max_result_bytes = common.max_result_bytes;
     spec.max_running = common.max_running;
     spec.rate = common.rate;
     if let Some(key) = common.concurrency_key {
@@ -504,6 +505,29 @@ mod tests {
         assert_eq!(policies[2].keep, None);
     }
 
+    /// How long finished tasks stay readable and how large their results may be are read
+    /// from the same entry; unset, the worker's defaults apply.
+    #[test]
+    fn retention_and_result_size_are_set_per_entry() {
+        let tools = check(
+            r#"
+            [[command]]
+            name = "a"
+            argv = ["true"]
+            ttl = "2h"
+            max_result_bytes = 4096
+            [[command]]
+            name = "b"
+            argv = ["true"]
+            "#,
+        )
+        .expect("valid");
+        assert_eq!(tools[0].spec().ttl, Some(Duration::from_secs(7200)));
+        assert_eq!(tools[0].spec().max_result_bytes, Some(4096));
+        assert_eq!(tools[1].spec().ttl, None);
+        assert_eq!(tools[1].spec().max_result_bytes, None);
+    }
+
     #[test]
     fn defaults_apply() {
         let tools = check("[[command]]\nname = \"x\"\nargv = [\"true\"]\n").expect("valid");
@@ -587,6 +611,14 @@ mod tests {
             (
                 "[[command]]\nname = \"a\"\nargv = [\"x\"]\ndead_letters = \"0s\"\n",
                 "field dead_letters: \"0s\": expected how long",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nmax_result_bytes = 10\n",
+                "field max_result_bytes: 10: expected a number of bytes from 1024 to 67108864",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\nmax_result_bytes = \"1MiB\"\n",
+                "field max_result_bytes: \"1MiB\": expected a number of bytes",
             ),
             (
                 "[[command]]\nname = \"a\"\nargv = [\"x\"]\nmax_running = 0\n",

@@ -23,6 +23,8 @@ pub(crate) struct ToolSet {
     pub(crate) by_name: HashMap<String, Arc<dyn Tool>>,
     pub(crate) retries: HashMap<String, RetryPolicy>,
     pub(crate) dead_letters: HashMap<String, DeadLetterPolicy>,
+    /// The result bound of each tool that sets its own.
+    pub(crate) result_limits: HashMap<String, usize>,
     pub(crate) limits: HashMap<String, runner::Limits>,
     pub(crate) adverts: Vec<ToolAdvert>,
 }
@@ -67,6 +69,12 @@ impl ToolSet {
         }
         self.dead_letters
             .insert(spec.tool.name.clone(), spec.dead_letters);
+        if let Some(most) = spec.max_result_bytes {
+            if most == 0 {
+                return Err(refused("max_result_bytes must be at least 1".to_owned()));
+            }
+            self.result_limits.insert(spec.tool.name.clone(), most);
+        }
         if spec.max_running == Some(0) {
             return Err(refused("max_running must be at least 1".to_owned()));
         }

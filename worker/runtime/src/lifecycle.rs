@@ -124,6 +124,7 @@ impl Worker {
             lease: config.lease,
             max_deliveries: config.max_deliveries,
             max_result_bytes: config.max_result_bytes,
+            result_limits: tools.result_limits,
             stored_bytes: config.stored_bytes,
             stored_bytes_anonymous: config.stored_bytes_anonymous,
             max_input_requests: config.max_input_requests,

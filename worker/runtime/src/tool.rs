@@ -163,6 +163,9 @@ pub struct ToolSpec {
     /// How its tasks that fail for good are kept for operators (default: `failed` ones,
     /// a week).
     pub dead_letters: DeadLetterPolicy,
+    /// Largest result stored, in bytes of its JSON (default `MCPT_MAX_RESULT_BYTES`); a
+    /// larger one fails the task with an error naming the limit, and nothing is stored.
+    pub max_result_bytes: Option<usize>,
     /// At most this many calls run at once across the fleet (per value of
     /// `concurrency_key`'s argument, when set); the others wait, holding no worker slot.
     pub max_running: Option<u32>,
@@ -261,6 +264,7 @@ impl ToolSpec {
             outlives_caller: false,
             retry: None,
             dead_letters: DeadLetterPolicy::default(),
+            max_result_bytes: None,
             max_running: None,
             concurrency_key: None,
             rate: None,

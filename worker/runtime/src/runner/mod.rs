@@ -73,8 +73,10 @@ pub(crate) struct Runner {
     pub(crate) lease: Duration,
     /// Starts allowed per job (`MCPT_MAX_DELIVERIES`).
     pub(crate) max_deliveries: u32,
-    /// Largest result stored (`MCPT_MAX_RESULT_BYTES`).
+    /// Largest result stored (`MCPT_MAX_RESULT_BYTES`), unless the tool sets its own.
     pub(crate) max_result_bytes: usize,
+    /// Each tool's own `max_result_bytes`.
+    pub(crate) result_limits: HashMap<String, usize>,
     /// `MCPT_LIMIT_STORED_BYTES` for authenticated owners, and for the anonymous one.
     pub(crate) stored_bytes: u64,
     pub(crate) stored_bytes_anonymous: u64,

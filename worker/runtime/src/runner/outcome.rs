@@ -63,7 +63,7 @@ impl Runner {
     /// A tool's result as stored, or the failure when it is too large, would take its
     /// owner past `MCPT_LIMIT_STORED_BYTES`, or cannot be encoded.
     async fn completed(&self, d: &Delivery, result: CallToolResult) -> Finish {
-        let finish = self.encoded(result);
+        let finish = self.encoded(d.tool(), result);
         let Finish::Completed(json) = &finish else {
             return finish;
         };
@@ -106,16 +106,20 @@ impl Runner {
         }
     }
 
-    /// A tool's result as stored, or the failure when it is too large or cannot be encoded.
-    fn encoded(&self, result: CallToolResult) -> Finish {
+    /// A tool's result as stored, or the failure when it is larger than the tool's bound
+    /// or cannot be encoded.
+    fn encoded(&self, tool: &str, result: CallToolResult) -> Finish {
+        let (most, named) = match self.result_limits.get(tool) {
+            Some(most) => (*most, format!("max_result_bytes of tool {tool}")),
+            None => (self.max_result_bytes, "MCPT_MAX_RESULT_BYTES".to_owned()),
+        };
         match result.to_json_with_server_info() {
             // Not stored: a result this large would fill Redis and every reader.
-            Ok(json) if json.len() > self.max_result_bytes => failed(ErrorObject::new(
+            Ok(json) if json.len() > most => failed(ErrorObject::new(
                 INTERNAL_ERROR,
                 format!(
-                    "the tool's result is {} bytes; at most {} are stored (MCPT_MAX_RESULT_BYTES)",
+                    "the tool's result is {} bytes; at most {most} are stored ({named})",
                     json.len(),
-                    self.max_result_bytes
                 ),
             )),
             Ok(json) => Finish::Completed(json),
