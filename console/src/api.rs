@@ -1,7 +1,8 @@
 //! The console's JSON API (`/console/api/…`), used by the pages and by `mcp-tasks queues`,
 //! `workers` and `tasks`: its router ([`route`]), filters parsed once into [`Filter`], rows
 //! built from the console's memory ([`super::view`]), errors as `{"error": "…"}` with a
-//! status. The event stream is `events.rs`'s; a task's lookup and cancel `tasks.rs`'s.
+//! status. The event stream is `events.rs`'s; a task's lookup and cancel `tasks.rs`'s;
+//! strikes `strike.rs`'s and dead letters `dead.rs`'s.
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::view::{Known, MAX_TASKS, View};
 use crate::tasks::{UNKNOWN_TASK, cancel, find, whole};
-use crate::{Console, State, events, strike};
+use crate::{Console, State, dead, events, strike};
 use mcp_tasks_shared::body::{self as reply, ResBody};
 
 /// Tasks listed when no `limit` is given.
@@ -216,12 +217,15 @@ pub(crate) async fn route(
         (&Method::GET, ["strikes"]) => ok(&json!({ "strikes": console.view.fleet().strikes })),
         (&Method::POST, ["strikes"]) => strike(state, console, body, principal).await,
         (&Method::POST, ["strikes", "restore"]) => restore(state, console, body, principal).await,
+        (&Method::GET, ["dead"]) => dead_letters(state, query).await,
+        (&Method::POST, ["dead", "redrive"]) => redrive(state, body, principal).await,
         (&Method::GET, ["events"]) => events::events(state, console),
         (
             _,
-            ["queues" | "workers" | "tasks" | "events" | "strikes"]
+            ["queues" | "workers" | "tasks" | "events" | "strikes" | "dead"]
             | ["tasks", _]
-            | ["strikes", "restore"],
+            | ["strikes", "restore"]
+            | ["dead", "redrive"],
         ) => error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here"),
         _ => error(StatusCode::NOT_FOUND, "no such console API"),
     }
@@ -287,6 +291,38 @@ async fn task_of(
         detail.as_ref(),
         console.config.trace_url.as_deref(),
     ))
+}
+
+/// `GET /console/api/dead`: the dead letters, newest first, filtered by `tool` and
+/// `since`.
+async fn dead_letters(state: &State, query: Option<&str>) -> Response<ResBody> {
+    let filter = match dead::DeadFilter::parse(query) {
+        Ok(f) => f,
+        Err(why) => return error(StatusCode::BAD_REQUEST, &why),
+    };
+    match dead::list(state, &filter).await {
+        Ok(letters) => {
+            let now = now_millis();
+            let rows: Vec<Value> = letters.iter().map(|l| dead::row(l, now)).collect();
+            ok(&json!({ "dead": rows }))
+        }
+        Err((status, why)) => error(status, &why),
+    }
+}
+
+/// `POST /console/api/dead/redrive`: `new` false when the letter was redriven before
+/// (nothing was made; `task_id` is that task).
+async fn redrive(state: &State, body: (&[u8], bool), principal: &str) -> Response<ResBody> {
+    match dead::redrive(state, body, principal).await {
+        Ok(done) => ok(&json!({
+            "redriven": done.letter.task_id,
+            "task_id": done.task_id,
+            "owner": done.letter.owner,
+            "new": done.new,
+            "message": done.message,
+        })),
+        Err((status, why)) => error(status, &why),
+    }
 }
 
 /// `POST /console/api/strikes`.

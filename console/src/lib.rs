@@ -19,11 +19,13 @@
 //! Layout: `routes.rs` routes the pages, `api.rs` the JSON API, `events.rs` the event
 //! stream, `signin.rs` the sign-in page; `access.rs` decides who gets in and which `POST`s
 //! are accepted, `respond.rs` shapes the answers; `tasks.rs` finds and cancels a task for
-//! both the pages and the API; `view.rs` is the console's memory and its refresher.
+//! both the pages and the API; `strike.rs` and `dead.rs` are the kill switch and the dead
+//! letters' list and redrive for both; `view.rs` is the console's memory and its refresher.
 
 mod access;
 mod api;
 mod chart;
+mod dead;
 mod events;
 mod pages;
 mod rates;

@@ -6,9 +6,11 @@
 use maud::{DOCTYPE, Markup, html};
 use mcp_tasks_protocol::time::now_millis;
 use mcp_tasks_store::console::TaskDetail;
+use mcp_tasks_store::dead::DeadLetter;
 
 use super::api::{self, Filter};
 use super::chart;
+use super::dead::DeadFilter;
 use super::rates::Quantiles;
 use super::view::{Fleet, Known, View};
 
@@ -50,6 +52,7 @@ fn layout(title: &str, principal: Option<&str>, main: Markup) -> Markup {
                     nav aria-label="Console" {
                         a href="/console/" { "Overview" }
                         a href="/console/tasks" { "Tasks" }
+                        a href="/console/dead" { "Dead letters" }
                     }
                     @if let Some(p) = principal {
                         form method="post" action="/console/signout" class="signout" {
@@ -271,6 +274,67 @@ pub(crate) fn tasks_main(view: &View, filter: &Filter) -> Markup {
 /// `GET /console/tasks`.
 pub(crate) fn tasks(view: &View, filter: &Filter, principal: Option<&str>) -> Markup {
     layout("Tasks", principal, tasks_main(view, filter))
+}
+
+/// The first line of `text`, at most `most` characters, with `…` where it was cut.
+fn one_line(text: &str, most: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    if line.chars().count() <= most && line.len() == text.len() {
+        return line.to_owned();
+    }
+    let mut cut: String = line.chars().take(most.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// One dead letter's row: its task (a link to the task's page), the error in a line (the
+/// whole of it as the cell's title), and its Redrive button or the task its redrive made.
+fn dead_row(l: &DeadLetter, now: i64) -> Markup {
+    html! {
+        tr data-task=(l.task_id) {
+            td { (time(l.at_ms)) br; span.muted { (age(now - l.at_ms)) " ago" } }
+            td { a href=(api::task_path(&l.task_id, &l.owner, "")) { code { (l.task_id) } } }
+            td { (l.tool) }
+            td { code { (l.owner) } }
+            td.n { (l.attempts) }
+            td title=(l.reason) { (one_line(&l.reason, 80)) }
+            td {
+                @if let Some(made) = &l.redriven {
+                    "as " a href=(api::task_path(made, &l.owner, "")) { code { (made) } }
+                } @else if l.job.is_none() {
+                    "arguments not kept: cannot run again"
+                } @else {
+                    form method="post" action="/console/dead/redrive" {
+                        input type="hidden" name="id" value=(l.task_id);
+                        button type="submit" aria-label={ "Redrive " (l.task_id) } { "Redrive" }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `GET /console/dead`: the dead letters passing `filter`, newest first.
+pub(crate) fn dead(letters: &[DeadLetter], filter: &DeadFilter, principal: Option<&str>) -> Markup {
+    let now = now_millis();
+    let main = html! {
+        main {
+            h1 { "Dead letters" }
+            p.muted { "Tasks that failed for good, as " code { "mcp-tasks dead" } " lists them, read when the page loads. Redrive runs one again as a new task of the same tool, arguments and owner, linked both ways, on the queue its tool is served on now (as " code { "mcp-tasks redrive" } " does)." }
+            form.filters method="get" action="/console/dead" role="search" {
+                label { "Tool " input name="tool" value=(filter.tool.as_deref().unwrap_or("")); }
+                label { "Failed within " input name="since" placeholder="1h" value=(filter.since_text.as_deref().unwrap_or("")); }
+                button type="submit" { "Filter" }
+            }
+            @if letters.is_empty() { p { "No dead letters that match." } } @else {
+                table aria-label="Dead letters" {
+                    thead { tr { th { "Failed" } th { "Task" } th { "Tool" } th { "Owner" } th { "Tries" } th { "Error" } th { "Redriven" } } }
+                    tbody { @for l in letters { (dead_row(l, now)) } }
+                }
+            }
+        }
+    };
+    layout("Dead letters", principal, main)
 }
 
 fn json_block(label: &str, v: &serde_json::Value) -> Markup {

@@ -1,6 +1,6 @@
 //! The page router: every request under `/console` passes the checks of `access.rs`, then
-//! goes to its page (overview, charts, tasks, a task, the operator's forms), to the
-//! sign-in page (`signin.rs`) or to the JSON API (`api.rs`).
+//! goes to its page (overview, charts, tasks, a task, dead letters, the operator's forms),
+//! to the sign-in page (`signin.rs`) or to the JSON API (`api.rs`).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use crate::respond::{asset_response, html, not_found, secure_headers, see_other}
 use crate::session::Sessions;
 use crate::tasks::{UNKNOWN_TASK, cancel, find, whole};
 use crate::view::Known;
-use crate::{Console, MAX_FORM_BYTES, State, chart, pages, signin, strike};
+use crate::{Console, MAX_FORM_BYTES, State, chart, dead, pages, signin, strike};
 
 /// One request let in, as the routes read it.
 struct Call {
@@ -153,6 +153,8 @@ async fn route(state: &Arc<State>, console: &Console, call: &Call) -> Response<R
                 Err(res) => res,
             }
         }
+        (&Method::GET, ["dead"]) => dead_letters(state, query, shown).await,
+        (&Method::POST, ["dead", "redrive"]) => redrive(state, call, shown).await,
         (&Method::POST, ["strikes"]) => strike(state, console, call, shown).await,
         (&Method::POST, ["strikes", "restore"]) => restore(state, console, call, shown).await,
         (&Method::POST, ["signout"]) => signout(),
@@ -271,6 +273,38 @@ async fn task(
             shown,
         ),
     )
+}
+
+/// `GET /console/dead`: the dead letters, filtered by `tool` and `since`.
+async fn dead_letters(
+    state: &State,
+    query: Option<&str>,
+    shown: Option<&str>,
+) -> Response<ResBody> {
+    let filter = match dead::DeadFilter::parse(query) {
+        Ok(f) => f,
+        Err(why) => {
+            return reply::full(
+                StatusCode::BAD_REQUEST,
+                Some("text/plain"),
+                format!("{why}\n"),
+            );
+        }
+    };
+    match dead::list(state, &filter).await {
+        Ok(letters) => html(StatusCode::OK, pages::dead(&letters, &filter, shown)),
+        Err((status, why)) => html(status, pages::refused(&why, shown)),
+    }
+}
+
+/// `POST /console/dead/redrive`: a dead letter's Redrive button. A new task: its page; a
+/// letter redriven before: a page saying as what.
+async fn redrive(state: &State, call: &Call, shown: Option<&str>) -> Response<ResBody> {
+    match dead::redrive(state, call.body(), &call.principal).await {
+        Ok(done) if done.new => see_other(&api::task_path(&done.task_id, &done.letter.owner, "")),
+        Ok(done) => html(StatusCode::OK, pages::done(&done.message, shown)),
+        Err((status, why)) => html(status, pages::refused(&why, shown)),
+    }
 }
 
 /// `POST /console/strikes`: the overview's strike form.

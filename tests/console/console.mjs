@@ -72,6 +72,12 @@ try {
   await page.getByRole('table', { name: 'Tools' }).getByText('sleep', { exact: true }).first().waitFor(WAIT);
   console.log('ok: signed in; overview shows the worker\'s tools');
 
+  // The dead letters page, from the navigation: none, nothing has failed.
+  await page.getByRole('link', { name: 'Dead letters' }).click();
+  await page.getByRole('heading', { name: 'Dead letters' }).waitFor(WAIT);
+  await page.getByText('No dead letters that match.').waitFor(WAIT);
+  console.log('ok: the dead letters page, reached from the navigation, lists none');
+
   // The task list, open before the task exists: its id appears without a reload.
   await page.getByRole('link', { name: 'Tasks' }).click();
   await page.getByRole('heading', { name: 'Tasks' }).waitFor(WAIT);

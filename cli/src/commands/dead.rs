@@ -5,8 +5,7 @@
 use std::time::Duration;
 
 use mcp_tasks_shared::protocol::time::{now_millis, rfc3339_millis};
-use mcp_tasks_store::dead::DeadLetter;
-use mcp_tasks_store::registry::ADVERT_STALE_MS;
+use mcp_tasks_store::dead::{DeadLetter, Redrive};
 
 use super::Fail;
 use super::ops::{age, ask, connect, table};
@@ -72,7 +71,8 @@ pub(crate) async fn list(
     Ok(())
 }
 
-/// `redrive ID`: run the letter of task `id` again as a new task.
+/// `redrive ID`: run the letter of task `id` again as a new task, where its tool is served
+/// now (`mcp_tasks_store::dead::DeadLetters::redrive_served`, as the console's button).
 pub(crate) async fn redrive(url: &str, id: &str) -> Result<(), Fail> {
     let store = connect(url).await?;
     let queues = ask(url, store.fleet().queue_names()).await?;
@@ -82,42 +82,14 @@ pub(crate) async fn redrive(url: &str, id: &str) -> Result<(), Fail> {
              while after the failure, see the tool's dead_letters)"
         )));
     };
-    if let Some(made) = &letter.redriven {
-        println!("task {id} was redriven before, as {made}: no new task");
-        return Ok(());
+    let done = ask(url, store.dead().redrive_served(&letter)).await?;
+    match done {
+        Redrive::Unserved => Err(Fail::runtime(done.message(&letter))),
+        Redrive::Made(_) | Redrive::Before(_) => {
+            println!("{}", done.message(&letter));
+            Ok(())
+        }
     }
-    let adverts = ask(url, store.fleet().adverts()).await?;
-    let now = now_millis();
-    let Some(advert) = adverts
-        .iter()
-        .filter(|a| now - a.heartbeat_ms <= ADVERT_STALE_MS)
-        .find(|a| a.tool.name == letter.tool)
-    else {
-        return Err(Fail::runtime(format!(
-            "no worker serves tool {} now; nothing was created (start one, then redrive again)",
-            letter.tool
-        )));
-    };
-    let ttl = (advert.ttl_ms > 0).then_some(advert.ttl_ms);
-    let made = ask(
-        url,
-        store
-            .dead()
-            .redrive(&letter, &advert.queue, ttl, advert.poll_interval_ms),
-    )
-    .await?;
-    if made.again {
-        println!(
-            "task {id} was redriven before, as {}: no new task",
-            made.task_id
-        );
-    } else {
-        println!(
-            "redriven task {id} as {} ({} for its owner, linked both ways)",
-            made.task_id, letter.tool
-        );
-    }
-    Ok(())
 }
 
 /// `text` cut to `most` characters, with `…` where it was cut.

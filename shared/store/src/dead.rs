@@ -2,7 +2,9 @@
 //! says so, `completed` with `isError`), kept per queue stream for operators to list and
 //! to run again. The finish script writes a letter with the terminal state, reading the
 //! job's arguments from the stream entry before it goes; a redrive makes a **new** task of
-//! the same tool, arguments and owner, linked both ways (`related`).
+//! the same tool, arguments and owner, linked both ways (`related`), on the queue a live
+//! worker serves the tool on now ([`DeadLetters::redrive_served`], what `mcp-tasks
+//! redrive` and the console's Redrive button both call).
 
 use std::collections::HashSet;
 
@@ -11,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::handles::DeadLetters;
 use crate::idempotency::call_digest;
+use crate::registry::{ADVERT_STALE_MS, ToolAdvert};
 use crate::{Created, Delivery, Job, NewTask, OwnerLimits, StoreError, StoreResult, keys};
 
 /// How a finish keeps its task as a dead letter.
@@ -118,6 +121,66 @@ pub struct Redriven {
     pub task_id: String,
     /// The letter had been redriven before: this is that task, not another.
     pub again: bool,
+}
+
+/// Where a tool is served now, as a redrive runs it: the queue, TTL and poll interval of
+/// a live worker's advert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Served {
+    /// The queue its jobs go to.
+    pub queue: String,
+    /// The task's lifetime (ms); `None`: never expires.
+    pub ttl_ms: Option<u64>,
+    /// The suggested poll interval (ms).
+    pub poll_ms: u64,
+}
+
+/// Where `tool` is served as of `now_ms`, by the first of `adverts` heard from within
+/// [`ADVERT_STALE_MS`]; `None` when no live worker advertises it.
+#[must_use]
+pub fn served(tool: &str, adverts: &[ToolAdvert], now_ms: i64) -> Option<Served> {
+    let advert = adverts
+        .iter()
+        .filter(|a| now_ms - a.heartbeat_ms <= ADVERT_STALE_MS)
+        .find(|a| a.tool.name == tool)?;
+    Some(Served {
+        queue: advert.queue.clone(),
+        ttl_ms: (advert.ttl_ms > 0).then_some(advert.ttl_ms),
+        poll_ms: advert.poll_interval_ms,
+    })
+}
+
+/// What a redrive where the tool is served now came to ([`DeadLetters::redrive_served`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redrive {
+    /// This task was made now.
+    Made(String),
+    /// The letter had been redriven before, as this task: nothing was made.
+    Before(String),
+    /// No live worker advertises the letter's tool: nothing was made.
+    Unserved,
+}
+
+impl Redrive {
+    /// What the operator is told of this redrive of `letter` (`mcp-tasks redrive` prints
+    /// it, the console shows it).
+    #[must_use]
+    pub fn message(&self, letter: &DeadLetter) -> String {
+        let id = &letter.task_id;
+        match self {
+            Redrive::Made(made) => format!(
+                "redriven task {id} as {made} ({} for its owner, linked both ways)",
+                letter.tool
+            ),
+            Redrive::Before(made) => {
+                format!("task {id} was redriven before, as {made}: no new task")
+            }
+            Redrive::Unserved => format!(
+                "no worker serves tool {} now; nothing was created (start one, then redrive again)",
+                letter.tool
+            ),
+        }
+    }
 }
 
 /// The id of the task a redrive of `task_id` makes: the same for every redrive of one
@@ -248,6 +311,31 @@ impl DeadLetters<'_> {
         Ok(Redriven { task_id, again })
     }
 
+    /// Run `letter` again where its tool is served now (the queue, TTL and poll interval a
+    /// live worker advertises, see [`served`]), unless it was redriven before: then that
+    /// task is answered and nothing is made, whether or not the tool is served.
+    ///
+    /// # Errors
+    /// As [`DeadLetters::redrive`].
+    pub async fn redrive_served(self, letter: &DeadLetter) -> StoreResult<Redrive> {
+        if let Some(made) = &letter.redriven {
+            return Ok(Redrive::Before(made.clone()));
+        }
+        let adverts = self.store.fleet().adverts().await?;
+        let now = mcp_tasks_protocol::time::now_millis();
+        let Some(at) = served(&letter.tool, &adverts, now) else {
+            return Ok(Redrive::Unserved);
+        };
+        let made = self
+            .redrive(letter, &at.queue, at.ttl_ms, at.poll_ms)
+            .await?;
+        Ok(if made.again {
+            Redrive::Before(made.task_id)
+        } else {
+            Redrive::Made(made.task_id)
+        })
+    }
+
     /// Add `other` to the `related` ids of task `id` (if its hash is still there).
     async fn link(self, id: &str, owner: &str, other: &str) -> StoreResult<()> {
         let mut con = self.store.con.clone();
@@ -276,5 +364,57 @@ impl DeadLetters<'_> {
             let _: () = con.hset(&rows, &letter.task_id, row).await?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcp_tasks_protocol::tools::Tool;
+
+    fn advert(name: &str, queue: &str, ttl_ms: u64, heartbeat_ms: i64) -> ToolAdvert {
+        ToolAdvert {
+            tool: Tool {
+                name: name.to_owned(),
+                description: String::new(),
+                input_schema: serde_json::json!({"type": "object"}),
+                extra: serde_json::Map::new(),
+            },
+            queue: queue.to_owned(),
+            policy: crate::registry::Policy::Auto,
+            needs: Vec::new(),
+            pre_input: Default::default(),
+            outlives_caller: false,
+            ttl_ms,
+            poll_interval_ms: 750,
+            rank: 0,
+            heartbeat_ms,
+        }
+    }
+
+    /// A redrive goes where a live advert serves the tool now; a stale advert serves
+    /// nothing, and a TTL of 0 is one that never expires.
+    #[test]
+    fn a_tool_is_served_by_its_live_adverts_only() {
+        let now = 1_000_000;
+        let adverts = [
+            advert("flaky", "old", 60_000, now - ADVERT_STALE_MS - 1),
+            advert("flaky", "fast", 0, now - 1_000),
+            advert("other", "default", 60_000, now),
+        ];
+        assert_eq!(
+            served("flaky", &adverts, now),
+            Some(Served {
+                queue: "fast".to_owned(),
+                ttl_ms: None,
+                poll_ms: 750,
+            })
+        );
+        assert_eq!(
+            served("other", &adverts, now).map(|s| s.ttl_ms),
+            Some(Some(60_000))
+        );
+        assert_eq!(served("gone", &adverts, now), None);
+        assert_eq!(served("flaky", &adverts[..1], now), None, "stale only");
     }
 }

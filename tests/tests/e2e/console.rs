@@ -22,19 +22,19 @@ use serde_json::{Value, json};
 const WITHIN: Duration = Duration::from_secs(20);
 
 /// An HTTP answer: status, headers, body text.
-struct Answer {
-    status: u16,
-    headers: hyper::HeaderMap,
-    text: String,
+pub(super) struct Answer {
+    pub(super) status: u16,
+    pub(super) headers: hyper::HeaderMap,
+    pub(super) text: String,
 }
 
 impl Answer {
-    fn json(&self) -> Result<Value> {
+    pub(super) fn json(&self) -> Result<Value> {
         serde_json::from_str(&self.text).with_context(|| format!("not JSON: {}", self.text))
     }
 }
 
-async fn send(
+pub(super) async fn send(
     client: &Client,
     method: &str,
     path: &str,
@@ -54,11 +54,11 @@ async fn send(
     })
 }
 
-async fn get(client: &Client, path: &str) -> Result<Answer> {
+pub(super) async fn get(client: &Client, path: &str) -> Result<Answer> {
     send(client, "GET", path, &[], "").await
 }
 
-fn console_env() -> Vec<(&'static str, String)> {
+pub(super) fn console_env() -> Vec<(&'static str, String)> {
     vec![("MCPT_CONSOLE", "on".to_owned())]
 }
 
@@ -405,7 +405,12 @@ async fn console_events_signal_real_changes_only() -> Result<()> {
 }
 
 /// `POST path` with a form `body` and this server's `origin`, as a browser sends a form.
-async fn post_form(client: &Client, origin: &str, path: &str, body: &str) -> Result<Answer> {
+pub(super) async fn post_form(
+    client: &Client,
+    origin: &str,
+    path: &str,
+    body: &str,
+) -> Result<Answer> {
     let headers = [
         ("origin", origin),
         ("content-type", "application/x-www-form-urlencoded"),
@@ -414,7 +419,12 @@ async fn post_form(client: &Client, origin: &str, path: &str, body: &str) -> Res
 }
 
 /// `POST path` with a JSON `body` and this server's `origin`.
-async fn post_json(client: &Client, origin: &str, path: &str, body: &str) -> Result<Answer> {
+pub(super) async fn post_json(
+    client: &Client,
+    origin: &str,
+    path: &str,
+    body: &str,
+) -> Result<Answer> {
     let headers = [("origin", origin), ("content-type", "application/json")];
     send(client, "POST", path, &headers, body).await
 }
@@ -434,7 +444,7 @@ async fn worker_saw_one_strike(worker: &Worker) -> Result<()> {
 
 /// The hidden fields of the form holding the button labelled `label` on `page`, as a
 /// form body: what a browser sends when the button is clicked.
-fn button_form(page: &str, label: &str) -> Result<String> {
+pub(super) fn button_form(page: &str, label: &str) -> Result<String> {
     let at = page
         .find(&format!("aria-label=\"{label}\""))
         .with_context(|| format!("no button {label:?} on the page"))?;

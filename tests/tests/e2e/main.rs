@@ -10,6 +10,7 @@ mod cluster_of_two;
 mod command_tools;
 mod connections;
 mod console;
+mod console_dead;
 mod dead_letters;
 mod embedded;
 mod failover;
