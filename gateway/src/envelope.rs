@@ -10,7 +10,7 @@ use mcp_tasks_protocol::PROTOCOL_VERSION;
 use mcp_tasks_protocol::jsonrpc::Id;
 use mcp_tasks_protocol::legacy::InitializeParams;
 use mcp_tasks_protocol::meta::{
-    CLIENT_CAPABILITIES_KEY, IDEMPOTENCY_KEY, PROTOCOL_VERSION_KEY, TRACEPARENT_KEY,
+    CLIENT_CAPABILITIES_KEY, IDEMPOTENCY_KEY, PRIORITY_KEY, PROTOCOL_VERSION_KEY, TRACEPARENT_KEY,
 };
 use mcp_tasks_protocol::method::Method;
 use mcp_tasks_protocol::params::{
@@ -283,7 +283,7 @@ impl RequiredMeta {
         };
         let mut read_later = Map::with_capacity(2);
         read_later.insert(CLIENT_CAPABILITIES_KEY.to_owned(), capabilities);
-        for later in [TRACEPARENT_KEY, IDEMPOTENCY_KEY] {
+        for later in [TRACEPARENT_KEY, IDEMPOTENCY_KEY, PRIORITY_KEY] {
             if let Some(v) = meta.take(later) {
                 read_later.insert(later.to_owned(), v);
             }

@@ -7,15 +7,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mcp_tasks_protocol::meta::IDEMPOTENCY_KEY;
 use mcp_tasks_protocol::meta::{Capability, missing_capabilities};
+use mcp_tasks_protocol::meta::{IDEMPOTENCY_KEY, PRIORITY_KEY};
 use mcp_tasks_protocol::params::Member;
 use mcp_tasks_protocol::tasks::TaskStatus;
 use mcp_tasks_protocol::tools::CallToolResult;
 use mcp_tasks_shared::schema;
 use mcp_tasks_store::events::{TaskEvent, Watch};
 use mcp_tasks_store::idempotency::call_digest;
-use mcp_tasks_store::{Job, NewTask, OwnerLimits, Store, TaskRecord};
+use mcp_tasks_store::{Job, NewTask, OwnerLimits, Priority, Store, TaskRecord};
 use serde_json::{Map, Value};
 
 use crate::envelope::Request;
@@ -161,6 +161,32 @@ fn idempotency_key(req: &Request) -> Result<Option<String>, DispatchError> {
     }
 }
 
+/// The priority of a call's job: `_meta["io.github.mcp-tasks/priority"]` when given, else
+/// the tool's. -32602 for another value, or for `high` on a tool that is not `high` itself
+/// from a caller `MCPT_HIGH_PRIORITY_PRINCIPALS` does not list.
+fn priority(state: &State, req: &Request, tool: &FoundTool) -> Result<Priority, DispatchError> {
+    let Some(v) = req.meta.get(PRIORITY_KEY) else {
+        return Ok(tool.priority);
+    };
+    let Some(asked) = v.as_str().and_then(Priority::parse) else {
+        return Err(DispatchError::InvalidParams(format!(
+            "Invalid priority {v} (_meta[\"{PRIORITY_KEY}\"]): expected \"high\", \"normal\" or \"low\""
+        )));
+    };
+    let allowed = match &state.config.auth.high_priority {
+        None => true,
+        Some(principals) => principals
+            .iter()
+            .any(|p| mcp_tasks_shared::owner::owner_digest(p) == req.owner),
+    };
+    if asked == Priority::High && tool.priority != Priority::High && !allowed {
+        return Err(DispatchError::InvalidParams(format!(
+            "Priority high is reserved for the principals MCPT_HIGH_PRIORITY_PRINCIPALS lists; ask \"normal\" or \"low\" (_meta[\"{PRIORITY_KEY}\"])"
+        )));
+    }
+    Ok(asked)
+}
+
 /// Create the task of a prepared call within its owner's limits, with the answers `pre`
 /// collected before it started, its lifetime capped at `ttl_cap` when given, watched when
 /// `watch`. The request's client capabilities move into the job (T-45) rather than being
@@ -176,6 +202,7 @@ pub(crate) async fn start(
 ) -> Result<Launched, DispatchError> {
     let Prepared { name, tool } = call;
     let key = idempotency_key(req)?;
+    let priority = priority(state, req, tool)?;
     let job = job(req, name, args, pre)?;
     let owner = req.owner.as_str();
     // A keyed call's id comes from its owner and key: every retry names the same task, and
@@ -203,6 +230,7 @@ pub(crate) async fn start(
             active: state.config.limits.active_tasks,
         },
         queue: &tool.queue,
+        priority,
         job: &job,
         keyed: keyed.as_deref(),
     };

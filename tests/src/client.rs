@@ -249,8 +249,27 @@ impl Client {
         caps: &Value,
         key: &str,
     ) -> Result<Reply> {
+        self.call_with_meta(
+            tool,
+            args,
+            caps,
+            "io.github.mcp-tasks/idempotencyKey",
+            json!(key),
+        )
+        .await
+    }
+
+    /// `tools/call` with `_meta[name] = value` besides the usual members.
+    pub async fn call_with_meta(
+        &self,
+        tool: &str,
+        args: Value,
+        caps: &Value,
+        name: &str,
+        value: Value,
+    ) -> Result<Reply> {
         let mut m = meta(caps);
-        m["io.github.mcp-tasks/idempotencyKey"] = json!(key);
+        m[name] = value;
         let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let body = json!({
             "jsonrpc": "2.0", "id": id, "method": "tools/call",

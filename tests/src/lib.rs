@@ -289,13 +289,31 @@ impl CatalogStack {
         worker_env: &[(&str, String)],
         gateway_env: &[(&str, String)],
     ) -> Result<CatalogStack> {
+        CatalogStack::start_as(text, wanted, worker_env, gateway_env, None).await
+    }
+
+    /// [`CatalogStack::start`] whose client authenticates with bearer `token` (for a
+    /// gateway with `MCPT_AUTH` in `gateway_env`).
+    ///
+    /// # Errors
+    /// As [`CatalogStack::start`].
+    pub async fn start_as(
+        text: &str,
+        wanted: &str,
+        worker_env: &[(&str, String)],
+        gateway_env: &[(&str, String)],
+        token: Option<&str>,
+    ) -> Result<CatalogStack> {
         let catalog = write_catalog(text)?;
         let redis = RedisServer::start()?;
         let mut env = vec![("MCPT_TOOLS_FILE", catalog.path().display().to_string())];
         env.extend(worker_env.iter().cloned());
         let worker = Worker::start(&redis.url(), &env)?;
         let gateway = Gateway::start(&redis.url(), gateway_env)?;
-        let client = gateway.client();
+        let client = match token {
+            Some(token) => gateway.client().with_token(token),
+            None => gateway.client(),
+        };
         client.wait_for_tool(wanted).await?;
         Ok(CatalogStack {
             redis,

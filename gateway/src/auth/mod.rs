@@ -296,6 +296,7 @@ mod tests {
             allow_anonymous: false,
             resource: None,
             authorization_servers: vec!["https://idp.example".into()],
+            high_priority: None,
         };
         let h = headers(&[("host", "mcp.example:8443"), ("x-forwarded-proto", "https")]);
         let none = www_authenticate(

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use mcp_tasks_protocol::meta::{
-    CLIENT_CAPABILITIES_KEY, IDEMPOTENCY_KEY, PROTOCOL_VERSION_KEY, TRACEPARENT_KEY,
+    CLIENT_CAPABILITIES_KEY, IDEMPOTENCY_KEY, PRIORITY_KEY, PROTOCOL_VERSION_KEY, TRACEPARENT_KEY,
 };
 use mcp_tasks_protocol::params::META;
 use serde::de::{
@@ -143,6 +143,7 @@ impl Level {
                     || name == CLIENT_CAPABILITIES_KEY
                     || name == TRACEPARENT_KEY
                     || name == IDEMPOTENCY_KEY
+                    || name == PRIORITY_KEY
             }
             Level::Unread => false,
         }

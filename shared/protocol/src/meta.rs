@@ -20,8 +20,12 @@ pub const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
 /// `_meta` key of a `tools/call`: the caller's idempotency key (issue 38), as the HTTP header
 /// [`IDEMPOTENCY_KEY_HEADER`] also carries it.
 pub const IDEMPOTENCY_KEY: &str = "io.github.mcp-tasks/idempotencyKey";
+
 /// The HTTP header carrying an idempotency key (the IETF httpapi draft's name).
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
+/// `_meta` key of a `tools/call` asking for its job's priority: `"high"`, `"normal"` or
+/// `"low"` (default: the tool's own). Workers take a queue's `high` jobs first.
+pub const PRIORITY_KEY: &str = "io.github.mcp-tasks/priority";
 /// `_meta` key of a `tasks/get` result: the ids of tasks linked to this one (a redriven
 /// dead letter and the task its redrive made).
 pub const RELATED_TASK_IDS_KEY: &str = "io.modelcontextprotocol/relatedTaskIds";

@@ -67,6 +67,10 @@ pub const ENV_MAX_LISTEN_TASKS: &str = "MCPT_MAX_LISTEN_TASKS";
 /// Default bound on `taskIds` per listen.
 pub const DEFAULT_MAX_LISTEN_TASKS: usize = 1000;
 
+/// Comma-separated principals (as `MCPT_AUTH` names them) who may ask for `high` priority
+/// in a call's `_meta`; unset: every caller may.
+pub const ENV_HIGH_PRIORITY_PRINCIPALS: &str = "MCPT_HIGH_PRIORITY_PRINCIPALS";
+
 /// Largest `arguments` of a `tools/call`, in bytes of JSON.
 pub const ENV_MAX_ARGS_BYTES: &str = "MCPT_MAX_ARGS_BYTES";
 
@@ -106,6 +110,9 @@ pub struct AuthConfig {
     pub resource: Option<String>,
     /// `MCPT_AUTH_SERVERS`, default the JWT issuer.
     pub authorization_servers: Vec<String>,
+    /// `MCPT_HIGH_PRIORITY_PRINCIPALS`: who may ask for `high` priority; `None` (unset):
+    /// every caller.
+    pub high_priority: Option<Vec<String>>,
 }
 
 /// Per-principal limits (0 turns one off) and size bounds, enforced by every gateway
@@ -204,6 +211,13 @@ impl AuthConfig {
                 default_servers,
                 "a comma-separated list of URLs",
                 list,
+            )?,
+            high_priority: parsed(
+                src,
+                ENV_HIGH_PRIORITY_PRINCIPALS,
+                None,
+                "a comma-separated list of principals",
+                |s| list(s).map(Some),
             )?,
         })
     }

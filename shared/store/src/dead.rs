@@ -291,6 +291,8 @@ impl DeadLetters<'_> {
                 owner: &letter.owner,
                 limits: OwnerLimits::default(),
                 queue,
+                // At the priority it failed at.
+                priority: self.store.layout.priority_of_stream(&letter.stream),
                 job: &job,
                 keyed: Some(&digest),
             })
@@ -385,6 +387,7 @@ mod tests {
             needs: Vec::new(),
             pre_input: Default::default(),
             outlives_caller: false,
+            priority: crate::Priority::Normal,
             ttl_ms,
             poll_interval_ms: 750,
             rank: 0,

@@ -6,8 +6,11 @@
 //! (`tsk3-5_…`: tag `3-5`), and its hash, its event channel and the queue streams of that
 //! shard share the tag, so
 //! every script still runs in one slot: `mcpt:task:{TAG}:ID:OWNER`, `mcpt:events:{TAG}:ID`,
-//! `mcpt:queue:{TAG}:NAME`, `mcpt:sweep:{TAG}:NAME`. Owner, session and tool keys keep
+//! `mcpt:queue:{TAG}:NAME` (and `…:high`, `…:low`: one stream per priority),
+//! `mcpt:sweep:{TAG}:NAME`. Owner, session and tool keys keep
 //! their own tags (other slots) in both layouts.
+
+use crate::Priority;
 
 // The keys built for every task and request are joined from their parts (`concat` sizes
 // the string once) rather than by `format!`, which cost about 700 instructions a key.
@@ -32,6 +35,20 @@ pub fn task_of_channel(channel: &str) -> Option<&str> {
 /// `mcpt:queue:{NAME}` — the job stream of one queue.
 pub fn queue_key(queue: &str) -> String {
     ["mcpt:queue:{", queue, "}"].concat()
+}
+
+/// The stream of `queue`'s jobs of `priority` on one Redis: [`queue_key`] for `normal`,
+/// `mcpt:queue:{NAME}:high` and `…:low` for the others (a queue name has no `:`).
+pub fn priority_queue_key(queue: &str, priority: Priority) -> String {
+    with_priority(queue_key(queue), priority)
+}
+
+/// `stream` (a `normal` one) with the suffix of `priority`.
+fn with_priority(stream: String, priority: Priority) -> String {
+    match priority {
+        Priority::Normal => stream,
+        other => [stream.as_str(), ":", other.as_str()].concat(),
+    }
 }
 
 /// `mcpt:sweep:{NAME}` — the lease of the one worker sweeping a queue for abandoned jobs.
@@ -278,6 +295,12 @@ pub fn shard_queue_key(tag: &str, queue: &str) -> String {
     ["mcpt:queue:{", tag, "}:", queue].concat()
 }
 
+/// In a cluster, the stream of `queue`'s jobs of `priority` in the shard of tag `TAG`
+/// ([`shard_queue_key`] for `normal`, with `:high` or `:low` after it for the others).
+pub fn priority_shard_queue_key(tag: &str, queue: &str, priority: Priority) -> String {
+    with_priority(shard_queue_key(tag, queue), priority)
+}
+
 /// How keys are laid out: one Redis, or a cluster with tasks spread over shards.
 #[derive(Debug, Clone)]
 pub enum Layout {
@@ -350,16 +373,41 @@ impl Layout {
         }
     }
 
-    /// The stream a new job of `task_id` on `queue` goes to.
-    pub fn task_stream(&self, task_id: &str, queue: &str) -> String {
-        match self {
+    /// The stream a new job of `task_id` on `queue` goes to, at `priority`.
+    pub fn task_stream(&self, task_id: &str, queue: &str, priority: Priority) -> String {
+        let normal = match self {
             Layout::Standalone => queue_key(queue),
             Layout::Cluster { .. } => shard_queue_key(Self::tag_of(task_id), queue),
-        }
+        };
+        with_priority(normal, priority)
     }
 
-    /// Every stream of `queue`: one standalone, one per shard in a cluster.
+    /// Every stream of `queue`: one per priority standalone, one per priority of each
+    /// shard in a cluster.
     pub fn queue_streams(&self, queue: &str) -> Vec<String> {
+        self.normal_streams(queue)
+            .into_iter()
+            .flat_map(|normal| Priority::ALL.map(|p| with_priority(normal.clone(), p)))
+            .collect()
+    }
+
+    /// The priority of the jobs of `stream` (named by [`Layout::task_stream`]). After the
+    /// tag come the queue's name in a cluster, then the priority's suffix but for `normal`;
+    /// names have no `:`, so the count of parts tells them apart.
+    pub fn priority_of_stream(&self, stream: &str) -> Priority {
+        let rest = stream.split_once('}').map_or("", |(_, rest)| rest);
+        let mut parts = rest.split(':').skip(1);
+        if self.is_cluster() {
+            parts.next();
+        }
+        parts
+            .next()
+            .and_then(Priority::parse)
+            .unwrap_or(Priority::Normal)
+    }
+
+    /// The `normal` stream of `queue`: one standalone, one per shard in a cluster.
+    fn normal_streams(&self, queue: &str) -> Vec<String> {
         match self {
             Layout::Standalone => vec![queue_key(queue)],
             Layout::Cluster { tags } => {
@@ -477,11 +525,14 @@ mod tests {
             assert!((0..8).any(|i| shard_tag(i, 8) == tag), "{id}");
             let key = layout.task_key(&id, "p:ab");
             let channel = layout.events_channel(&id);
-            let stream = layout.task_stream(&id, "default");
-            assert_eq!(slot(&key), slot(&channel));
-            assert_eq!(slot(&key), slot(&stream));
-            assert_eq!(slot(&key), slot(&layout.sweep_key("default", &stream)));
-            assert!(layout.queue_streams("default").contains(&stream));
+            for p in Priority::ALL {
+                let stream = layout.task_stream(&id, "default", p);
+                assert_eq!(slot(&key), slot(&channel));
+                assert_eq!(slot(&key), slot(&stream));
+                assert_eq!(slot(&key), slot(&layout.sweep_key("default", &stream)));
+                assert!(layout.queue_streams("default").contains(&stream));
+                assert_eq!(layout.priority_of_stream(&stream), p);
+            }
             assert_eq!(layout.task_of_channel(&channel), Some(id.as_str()));
         }
         assert_eq!(
@@ -497,7 +548,11 @@ mod tests {
         assert_eq!(tag_of_task("tsk3_abc"), None);
         assert_eq!(tag_of_task("tsk3-x_abc"), None);
         assert_eq!(tag_of_task("tsk3-5_"), None);
-        assert_eq!(layout.queue_streams("q").len(), 8);
+        assert_eq!(layout.queue_streams("q").len(), 8 * 3);
+        // A queue may be named like a priority: its normal stream is still normal.
+        let high_queue = layout.task_stream("tsk3-5_abc", "high", Priority::Normal);
+        assert_eq!(high_queue, "mcpt:queue:{3-5}:high");
+        assert_eq!(layout.priority_of_stream(&high_queue), Priority::Normal);
     }
 
     #[test]
@@ -505,8 +560,22 @@ mod tests {
         let layout = Layout::Standalone;
         assert_eq!(layout.task_key("tsk_a", "o"), task_key("tsk_a", "o"));
         assert_eq!(layout.events_channel("tsk_a"), events_channel("tsk_a"));
-        assert_eq!(layout.task_stream("tsk_a", "q"), queue_key("q"));
-        assert_eq!(layout.queue_streams("q"), vec![queue_key("q")]);
+        assert_eq!(
+            layout.task_stream("tsk_a", "q", Priority::Normal),
+            queue_key("q")
+        );
+        assert_eq!(
+            layout.queue_streams("q"),
+            vec![
+                "mcpt:queue:{q}:high".to_owned(),
+                queue_key("q"),
+                "mcpt:queue:{q}:low".to_owned()
+            ]
+        );
+        for stream in layout.queue_streams("high") {
+            let p = layout.priority_of_stream(&stream);
+            assert_eq!(layout.task_stream("tsk_a", "high", p), stream);
+        }
         assert_eq!(layout.sweep_key("q", &queue_key("q")), sweep_key("q"));
         assert!(layout.new_task_id().starts_with("tsk_"));
     }

@@ -3,7 +3,7 @@
 //! | key | type | content | written by | expiry |
 //! | --- | --- | --- | --- | --- |
 //! | `mcpt:task:{ID}:OWNER` | hash | status msg created updated ttl poll ver owner tool queue result error cancel fence worker pending `in:KEY` `ans:KEY`, argdigest (keyed calls: the id is derived from owner and key) | scripts only | `PEXPIREAT created + ttl` |
-//! | `mcpt:queue:{NAME}` | stream, group `workers` | `task` id, `job` JSON (tool, arguments, capabilities, MRTR answers, trace context) | create script; XACK + XDEL by start/finish scripts | entries deleted once done |
+//! | `mcpt:queue:{NAME}`, `mcpt:queue:{NAME}:high`, `mcpt:queue:{NAME}:low` | streams, group `workers` | `task` id, `job` JSON (tool, arguments, capabilities, MRTR answers, trace context); one stream per [`Priority`], read high first | create script; XACK + XDEL by start/finish scripts | entries deleted once done |
 //! | `mcpt:events:{ID}` | channel | the whole task hash as a flat JSON array, after each change (on one Redis without `WAIT` replicas, only while someone is subscribed) | scripts | — |
 //! | `mcpt:tools` | hash | tool name → [`registry::ToolAdvert`] JSON | workers' heartbeats | stale after 15 s |
 //! | `mcpt:{tallies}` | hash | process id → [`tally::Tally`] JSON (counts and run-time buckets since the process started) | every gateway and worker, at most every 5 s | dropped by the next writer 5 min after the process' last write |
@@ -64,6 +64,7 @@ pub mod keys;
 pub mod limits;
 mod listeners;
 pub mod observe;
+pub mod priority;
 mod queues;
 mod reader;
 pub mod record;
@@ -88,6 +89,7 @@ use redis::cluster_async::ClusterConnection;
 pub use entries::BadJob;
 pub use handles::{ConsoleReads, Controls, DeadLetters, Fleet, Jobs, Limits, Sessions, Tasks};
 pub use jobs::{Ask, Delivery, Finish, Job, Start, Write};
+pub use priority::Priority;
 pub use queues::{Consumer, QueueDepth};
 pub use reader::JobReader;
 pub use record::TaskRecord;

@@ -1,19 +1,24 @@
 //! Blocking job reads (`XREADGROUP … BLOCK`), on connections of their own: a blocked read
 //! holds every later command of its connection behind it, so it never shares the store's.
 //!
-//! One Redis: one connection, one `XREADGROUP` over every queue. Redis Cluster: a queue has
+//! A queue has a stream per priority, read in order ([`read_order`]): without blocking, a
+//! script (`scripts/read.lua`) reads each stream only for what those before it left, so a
+//! `high` job is taken before every `normal` one; blocking, one `XREADGROUP` waits on all.
+//!
+//! One Redis: one connection, one read over every queue. Redis Cluster: a queue has
 //! one stream per shard, each in its shard's slot, and one `XREADGROUP` may only name keys
 //! of one slot. So the reader keeps one connection per shard, to the primary owning the
 //! shard's slot (found by following `MOVED` from a seed node, and again when slots move),
 //! reads all shards at once without blocking (each for its share of the jobs wanted), and
 //! when there is nothing blocks on all of them at once; the first
 //! shard to return jobs ends the others' waits (`CLIENT UNBLOCK`, from a control connection
-//! per node). A blocked read may return more jobs than were asked for (a few shards may
-//! answer at once); the rest are kept here and
+//! per node). A blocked read may return more jobs than were asked for (a few shards, or a
+//! few streams, may answer at once); the rest are kept here and
 //! handed out first on the next read. They are delivered to this consumer meanwhile, so if
 //! the worker stops before taking them, the sweep hands them to another worker after the
 //! lease, as for any job of a worker that died.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use redis::AsyncCommands as _;
@@ -23,6 +28,7 @@ use redis::streams::StreamReadOptions;
 use super::{
     Backend, CONNECT_TIMEOUT, Delivery, READ_BLOCK, RESPONSE_TIMEOUT, Store, StoreResult, keys,
 };
+use crate::Priority;
 use crate::entries::ReadReply;
 use crate::jobs::delivery;
 use cluster::ClusterReader;
@@ -32,6 +38,10 @@ mod cluster;
 /// Reads jobs for a worker (see the module docs).
 pub struct JobReader {
     inner: Inner,
+    /// `scripts/read.lua`.
+    script: redis::Script,
+    /// Jobs a read returned beyond what was asked for.
+    kept: VecDeque<Delivery>,
 }
 
 enum Inner {
@@ -64,7 +74,11 @@ impl JobReader {
                 Inner::Cluster(ClusterReader::new(seeds.clone(), tags))
             }
         };
-        Ok(JobReader { inner })
+        Ok(JobReader {
+            inner,
+            script: store.scripts.read.clone(),
+            kept: VecDeque::new(),
+        })
     }
 
     /// Read up to `count` new jobs from `queues` for `consumer`, blocking up to `block`
@@ -79,18 +93,98 @@ impl JobReader {
         count: usize,
         block: Option<Duration>,
     ) -> StoreResult<Vec<Delivery>> {
+        if !self.kept.is_empty() {
+            let n = count.min(self.kept.len());
+            return Ok(self.kept.drain(..n).collect());
+        }
         // Never 0: BLOCK 0 waits forever.
         let block_ms =
             block.map(|b| usize::try_from(b.min(READ_BLOCK).as_millis().max(1)).unwrap_or(1));
-        let opts = read_options(consumer, count, block_ms);
-        match &mut self.inner {
+        let read = Read {
+            consumer,
+            count,
+            block_ms,
+            script: &self.script,
+        };
+        let mut out = match &mut self.inner {
             Inner::Single(con) => {
-                let streams: Vec<String> = queues.iter().map(|q| keys::queue_key(q)).collect();
-                let ids: Vec<&str> = queues.iter().map(|_| ">").collect();
-                let reply: ReadReply = con.xread_options(&streams, &ids, &opts).await?;
-                Ok(deliveries(queues, &streams, reply))
+                let order = read_order(queues, keys::priority_queue_key);
+                read.from(con, &order).await?
             }
-            Inner::Cluster(reader) => reader.read(queues, consumer, count, block_ms).await,
+            Inner::Cluster(reader) => reader.read(queues, &read).await?,
+        };
+        if out.len() > count {
+            self.kept.extend(out.drain(count..));
+        }
+        Ok(out)
+    }
+}
+
+/// The streams of `queues` in the order they are read, each with its queue: every queue's
+/// `high` stream (named by `stream`), then every `normal` one, then every `low` one.
+fn read_order(
+    queues: &[String],
+    stream: impl Fn(&str, Priority) -> String,
+) -> Vec<(String, &str)> {
+    Priority::ALL
+        .into_iter()
+        .flat_map(|p| queues.iter().map(move |q| (p, q)))
+        .map(|(p, q)| (stream(q, p), q.as_str()))
+        .collect()
+}
+
+/// One read's terms: whose, how many, whether to block, and the script for a read that
+/// does not.
+pub(super) struct Read<'a> {
+    consumer: &'a str,
+    count: usize,
+    block_ms: Option<usize>,
+    script: &'a redis::Script,
+}
+
+impl Read<'_> {
+    /// Read `order`'s streams on `con`: without blocking, by the script, in order, at most
+    /// `count` in all; blocking, one `XREADGROUP` on them all (up to `count` from each
+    /// stream that answers).
+    pub(super) async fn from(
+        &self,
+        con: &mut MultiplexedConnection,
+        order: &[(String, &str)],
+    ) -> redis::RedisResult<Vec<Delivery>> {
+        let reply: ReadReply = match self.block_ms {
+            None => {
+                let mut invocation = self.script.prepare_invoke();
+                for (stream, _) in order {
+                    invocation.key(stream);
+                }
+                invocation
+                    .arg(keys::GROUP)
+                    .arg(self.consumer)
+                    .arg(self.count)
+                    .invoke_async(con)
+                    .await?
+            }
+            Some(ms) => {
+                let streams: Vec<&str> = order.iter().map(|(s, _)| s.as_str()).collect();
+                let ids: Vec<&str> = order.iter().map(|_| ">").collect();
+                con.xread_options(
+                    &streams,
+                    &ids,
+                    &read_options(self.consumer, self.count, Some(ms)),
+                )
+                .await?
+            }
+        };
+        Ok(deliveries(order, reply))
+    }
+
+    /// The same read for `count` jobs.
+    pub(super) fn with_count(&self, count: usize) -> Read<'_> {
+        Read {
+            consumer: self.consumer,
+            count,
+            block_ms: self.block_ms,
+            script: self.script,
         }
     }
 }
@@ -105,13 +199,16 @@ fn read_options(consumer: &str, count: usize, block_ms: Option<usize>) -> Stream
     }
 }
 
-fn deliveries(queues: &[String], streams: &[String], reply: ReadReply) -> Vec<Delivery> {
+/// The jobs of `reply`, each with its queue as `order` names it, in `order`'s order (a
+/// blocking read may answer for several streams).
+fn deliveries(order: &[(String, &str)], reply: ReadReply) -> Vec<Delivery> {
+    let mut streams = reply.0;
+    streams.sort_by_key(|(key, _)| order.iter().position(|(s, _)| s == key));
     let mut out = Vec::new();
-    for (key, entries) in reply.0 {
-        let Some(i) = streams.iter().position(|s| *s == key) else {
+    for (key, entries) in streams {
+        let Some((_, queue)) = order.iter().find(|(s, _)| *s == key) else {
             continue;
         };
-        let queue = &queues[i];
         out.extend(
             entries
                 .into_iter()

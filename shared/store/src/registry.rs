@@ -70,6 +70,9 @@ pub struct ToolAdvert {
     /// Keep running when the caller of a synchronous call goes away (2025 sessions).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub outlives_caller: bool,
+    /// The priority of its jobs unless a call asks another.
+    #[serde(default, skip_serializing_if = "crate::Priority::is_normal")]
+    pub priority: crate::Priority,
     /// Task lifetime in ms.
     pub ttl_ms: u64,
     /// Suggested poll interval in ms.

@@ -38,6 +38,8 @@ pub(crate) struct Scripts {
     pub(crate) limits: Script,
     /// A redriven dead letter's link to its new task (and back).
     pub(crate) link: Script,
+    /// A worker's non-blocking read of its streams, `high` first.
+    pub(crate) read: Script,
 }
 
 /// The prelude's sections. Every script with a prelude takes [`CLOCK`], then the sections
@@ -140,6 +142,7 @@ impl Scripts {
             rate: script("rate"),
             limits: script("limits"),
             link: Script::new(include_str!("scripts/link.lua")),
+            read: Script::new(include_str!("scripts/read.lua")),
         }
     }
 }
@@ -149,8 +152,9 @@ mod tests {
     use super::{CLOCK, PRELUDED, SECTIONS};
 
     /// The scripts loaded without the prelude (`Script::new` of the file alone).
-    const BARE: [(&str, &str); 3] = [
+    const BARE: [(&str, &str); 4] = [
         ("sweep_lease", include_str!("scripts/sweep_lease.lua")),
+        ("read", include_str!("scripts/read.lua")),
         ("handover", include_str!("scripts/handover.lua")),
         ("touch_session", include_str!("scripts/touch_session.lua")),
     ];

@@ -22,6 +22,8 @@ pub struct NewTask<'a> {
     pub limits: OwnerLimits,
     /// Queue to enqueue on.
     pub queue: &'a str,
+    /// Which of the queue's streams: workers take `high` jobs first.
+    pub priority: crate::Priority,
     /// The job.
     pub job: &'a Job,
     /// For a call with an idempotency key (its id from [`crate::keys::Layout::keyed_task_id`]):
@@ -104,10 +106,10 @@ impl Tasks<'_> {
             if let Some(refused) = self.count_limits_in_cluster(t, &ttl, minute).await? {
                 return Ok(refused);
             }
-            script.key(self.store.layout.task_stream(t.id, t.queue));
+            script.key(self.store.layout.task_stream(t.id, t.queue, t.priority));
         } else {
             script
-                .key(keys::queue_key(t.queue))
+                .key(keys::priority_queue_key(t.queue, t.priority))
                 .key(keys::rate_key(t.owner, minute))
                 .key(keys::active_key(t.owner));
         }

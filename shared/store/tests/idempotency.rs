@@ -29,6 +29,7 @@ async fn keyed(
             owner,
             limits,
             queue: QUEUE,
+            priority: mcp_tasks_store::Priority::Normal,
             job: &job,
             keyed: Some(&digest),
         })

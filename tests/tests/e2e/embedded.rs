@@ -35,6 +35,7 @@ async fn queue_sleep(store: &Store) -> Result<String> {
             owner: OWNER,
             limits: OwnerLimits::default(),
             queue: "default",
+            priority: mcp_tasks_store::Priority::Normal,
             job: &job,
             keyed: None,
         })

@@ -23,6 +23,7 @@ mod lifecycle;
 mod listen;
 mod local_cluster;
 mod outage;
+mod priority;
 mod processes;
 mod protocol;
 mod recovery;

@@ -17,7 +17,7 @@ use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 use serde::{Deserialize, de::Error as _};
 
 use super::{DEFAULT_MAX_OUTPUT, FieldError, bad};
-use mcp_tasks_worker::{Policy, Rate, RateError, RetryPolicy};
+use mcp_tasks_worker::{Policy, Priority, Rate, RateError, RetryPolicy};
 
 /// What is wrong with the value of one of the common fields; serde carries its text to
 /// [`typed`], which makes it the [`FieldError`]'s problem.
@@ -47,6 +47,9 @@ pub(crate) enum ValueError {
     /// A `max_output` that is not a positive number.
     #[error("expected a positive number of bytes")]
     MaxOutput,
+    /// Not one of the priorities.
+    #[error("{0}: expected \"high\", \"normal\" or \"low\"")]
+    Priority(toml::Value),
     /// A `max_result_bytes` out of range.
     #[error("{0}: expected a number of bytes from 1024 to {MOST_RESULT_BYTES}")]
     MaxResultBytes(toml::Value),
@@ -114,6 +117,8 @@ pub(super) struct Common {
     pub(super) dead_letter_tool_errors: bool,
     #[serde(default, deserialize_with = "max_result_bytes")]
     pub(super) max_result_bytes: Option<usize>,
+    #[serde(default, deserialize_with = "priority")]
+    pub(super) priority: Option<Priority>,
 }
 
 /// The largest `max_result_bytes` an entry may set: 64 MiB. A result is held whole in the
@@ -355,6 +360,16 @@ pub(super) fn max_output<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Er
             .and_then(|n| usize::try_from(n).ok())
             .filter(|n| *n >= 1)
             .ok_or(ValueError::MaxOutput)
+    })
+}
+
+/// `priority = "high"` (or `"normal"`, `"low"`).
+fn priority<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Priority>, D::Error> {
+    checked(d, |v| {
+        v.as_str()
+            .and_then(Priority::parse)
+            .map(Some)
+            .ok_or_else(|| ValueError::Priority(v.clone()))
     })
 }
 

@@ -360,6 +360,7 @@ fn tool_spec(common: Common, config: &WorkerConfig) -> Result<ToolSpec, FieldErr
     }
     spec.dead_letters.tool_errors = common.dead_letter_tool_errors;
     spec.max_result_bytes = common.max_result_bytes;
+    spec.priority = common.priority.unwrap_or_default();
     spec.max_running = common.max_running;
     spec.rate = common.rate;
     if let Some(key) = common.concurrency_key {
@@ -528,6 +529,18 @@ mod tests {
         assert_eq!(tools[1].spec().max_result_bytes, None);
     }
 
+    /// A tool's jobs are `normal` unless its entry says otherwise.
+    #[test]
+    fn priority_is_normal_unless_the_entry_says() {
+        let tools = check(
+            "[[command]]\nname = \"a\"\nargv = [\"true\"]\npriority = \"high\"\n\
+             [[command]]\nname = \"b\"\nargv = [\"true\"]\n",
+        )
+        .expect("valid");
+        assert_eq!(tools[0].spec().priority, mcp_tasks_worker::Priority::High);
+        assert_eq!(tools[1].spec().priority, mcp_tasks_worker::Priority::Normal);
+    }
+
     #[test]
     fn defaults_apply() {
         let tools = check("[[command]]\nname = \"x\"\nargv = [\"true\"]\n").expect("valid");
@@ -611,6 +624,10 @@ mod tests {
             (
                 "[[command]]\nname = \"a\"\nargv = [\"x\"]\ndead_letters = \"0s\"\n",
                 "field dead_letters: \"0s\": expected how long",
+            ),
+            (
+                "[[command]]\nname = \"a\"\nargv = [\"x\"]\npriority = \"urgent\"\n",
+                "field priority: \"urgent\": expected \"high\", \"normal\" or \"low\"",
             ),
             (
                 "[[command]]\nname = \"a\"\nargv = [\"x\"]\nmax_result_bytes = 10\n",

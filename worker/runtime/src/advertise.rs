@@ -137,6 +137,7 @@ fn advert(spec: &ToolSpec, rank: u32, config: &WorkerConfig) -> ToolAdvert {
         needs: spec.needs.clone(),
         pre_input: spec.pre_input.clone(),
         outlives_caller: spec.outlives_caller,
+        priority: spec.priority,
         ttl_ms: clamp(
             spec.ttl
                 .unwrap_or(config.tasks.ttl)

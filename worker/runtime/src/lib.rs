@@ -36,6 +36,7 @@ pub use context::TaskContext;
 pub use forward::{Provider, ProviderFuture};
 pub use mcp_tasks_protocol::tasks::InputRequest;
 pub use mcp_tasks_protocol::tools::CallToolResult;
+pub use mcp_tasks_store::Priority;
 pub use mcp_tasks_store::forward::UpstreamAdvert;
 pub use mcp_tasks_store::registry::{Needs, Policy};
 pub use tool::{

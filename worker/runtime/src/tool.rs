@@ -9,6 +9,7 @@ use std::time::Duration;
 use mcp_tasks_protocol::jsonrpc::{ErrorObject, INTERNAL_ERROR};
 use mcp_tasks_protocol::tasks::InputRequest;
 use mcp_tasks_protocol::tools::{CallToolResult, Tool as WireTool};
+use mcp_tasks_store::Priority;
 use mcp_tasks_store::registry::{Needs, Policy};
 use serde_json::Value;
 
@@ -146,6 +147,9 @@ pub struct ToolSpec {
     pub tool: WireTool,
     /// Queue its jobs use (default `default`).
     pub queue: String,
+    /// Priority of its jobs unless a call asks another (default `normal`): workers take
+    /// a queue's `high` jobs before its `normal` ones, and those before `low` ones.
+    pub priority: Priority,
     /// Execution policy (default [`Policy::Task`]).
     pub policy: Policy,
     /// Client capabilities a call must declare.
@@ -265,6 +269,7 @@ impl ToolSpec {
             retry: None,
             dead_letters: DeadLetterPolicy::default(),
             max_result_bytes: None,
+            priority: Priority::Normal,
             max_running: None,
             concurrency_key: None,
             rate: None,

@@ -2,18 +2,14 @@
 //! blocked read on every shard ended by `CLIENT UNBLOCK` once one answers (the parent's
 //! module doc tells why).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
 use redis::aio::MultiplexedConnection;
 
-use redis::AsyncCommands as _;
-use redis::streams::StreamReadOptions;
-
-use super::{blocking_config, deliveries, node_info, read_options, redirected};
-use crate::entries::ReadReply;
+use super::{Read, blocking_config, node_info, read_order, redirected};
 use crate::{CONNECT_TIMEOUT, Delivery, RESPONSE_TIMEOUT, StoreResult, keys};
 
 pub(super) struct ClusterReader {
@@ -21,8 +17,6 @@ pub(super) struct ClusterReader {
     shards: Vec<ShardReader>,
     /// A connection per node for `CLIENT UNBLOCK` (a blocked connection cannot send it).
     control: HashMap<(String, u16), MultiplexedConnection>,
-    /// Jobs a read returned beyond what was asked for.
-    kept: VecDeque<Delivery>,
 }
 
 impl ClusterReader {
@@ -39,48 +33,42 @@ impl ClusterReader {
                 })
                 .collect(),
             control: HashMap::new(),
-            kept: VecDeque::new(),
         }
     }
 
+    /// Read `read.count` jobs of `queues` (more when a blocked read's shards answer at
+    /// once: the caller keeps the rest).
     pub(super) async fn read(
         &mut self,
         queues: &[String],
-        consumer: &str,
-        count: usize,
-        block_ms: Option<usize>,
+        read: &Read<'_>,
     ) -> StoreResult<Vec<Delivery>> {
-        if !self.kept.is_empty() {
-            let n = count.min(self.kept.len());
-            return Ok(self.kept.drain(..n).collect());
-        }
-        let (out, failed) = match block_ms {
-            None => self.read_now(queues, consumer, count).await,
-            Some(ms) => self.read_blocking(queues, consumer, ms).await,
+        let (out, failed) = match read.block_ms {
+            None => self.read_now(queues, read).await,
+            Some(_) => self.read_blocking(queues, read).await,
         };
         if out.is_empty()
             && let Some(e) = failed
         {
             return Err(e.into());
         }
-        Ok(self.keep_beyond(out, count))
+        Ok(out)
     }
 
     /// Every shard at once, each for its share of what is wanted (so at most one per shard
-    /// beyond `count` comes back; [`Self::keep_beyond`] keeps it for the next read).
+    /// beyond `count` comes back, which the caller keeps for the next read).
     async fn read_now(
         &mut self,
         queues: &[String],
-        consumer: &str,
-        count: usize,
+        read: &Read<'_>,
     ) -> (Vec<Delivery>, Option<redis::RedisError>) {
         let seeds = &self.seeds;
         let n = self.shards.len().max(1);
-        let share = count.div_ceil(n).max(1);
+        let share = read.with_count(read.count.div_ceil(n).max(1));
         let reads = self
             .shards
             .iter_mut()
-            .map(|shard| shard.read(seeds, queues, read_options(consumer, share, None)));
+            .map(|shard| shard.read(seeds, queues, &share));
         let mut out = Vec::new();
         let mut failed = None;
         for r in futures_util::future::join_all(reads).await {
@@ -98,9 +86,9 @@ impl ClusterReader {
     async fn read_blocking(
         &mut self,
         queues: &[String],
-        consumer: &str,
-        block_ms: usize,
+        read: &Read<'_>,
     ) -> (Vec<Delivery>, Option<redis::RedisError>) {
+        let one = read.with_count(1);
         let seeds = &self.seeds;
         let mut failed = None;
         for shard in &mut self.shards {
@@ -119,8 +107,8 @@ impl ClusterReader {
             .enumerate()
             .filter(|(_, s)| s.con.is_some())
             .map(|(i, shard)| {
-                let opts = read_options(consumer, 1, Some(block_ms));
-                async move { (i, shard.read(seeds, queues, opts).await) }
+                let one = &one;
+                async move { (i, shard.read(seeds, queues, one).await) }
             })
             .collect();
         let mut done = vec![false; blocked.len()];
@@ -152,14 +140,6 @@ impl ClusterReader {
             }
         }
         (out, failed)
-    }
-
-    /// The first `count` of `out`; the rest kept for the next read.
-    fn keep_beyond(&mut self, mut out: Vec<Delivery>, count: usize) -> Vec<Delivery> {
-        if out.len() > count {
-            self.kept.extend(out.drain(count..));
-        }
-        out
     }
 }
 
@@ -260,27 +240,24 @@ impl ShardReader {
         Ok(())
     }
 
+    /// Read this shard's streams of `queues`, `high` first.
     async fn read(
         &mut self,
         seeds: &[redis::ConnectionInfo],
         queues: &[String],
-        opts: StreamReadOptions,
+        read: &Read<'_>,
     ) -> redis::RedisResult<Vec<Delivery>> {
-        let streams: Vec<String> = queues
-            .iter()
-            .map(|q| keys::shard_queue_key(&self.tag, q))
-            .collect();
-        let ids: Vec<&str> = queues.iter().map(|_| ">").collect();
+        let order = read_order(queues, |q, p| {
+            keys::priority_shard_queue_key(&self.tag, q, p)
+        });
         // A redirect or two (first contact, a slot that moved), then give up for now.
         for _ in 0..3 {
             self.ensure(seeds).await?;
             let Some(con) = self.con.as_mut() else {
                 continue;
             };
-            let reply: redis::RedisResult<ReadReply> =
-                con.con.xread_options(&streams, &ids, &opts).await;
-            match reply {
-                Ok(reply) => return Ok(deliveries(queues, &streams, reply)),
+            match read.from(&mut con.con, &order).await {
+                Ok(found) => return Ok(found),
                 Err(e) => {
                     self.con = None;
                     redirected(e, &mut self.node)?;

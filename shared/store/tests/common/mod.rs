@@ -49,6 +49,25 @@ pub(crate) async fn create_task(
     ttl_ms: Option<u64>,
     limits: mcp_tasks_store::OwnerLimits,
 ) -> (String, mcp_tasks_store::Created) {
+    create_task_at(
+        store,
+        owner,
+        ttl_ms,
+        limits,
+        mcp_tasks_store::Priority::Normal,
+    )
+    .await
+}
+
+/// [`create_task`] at `priority`.
+#[allow(dead_code)]
+pub(crate) async fn create_task_at(
+    store: &mcp_tasks_store::Store,
+    owner: &str,
+    ttl_ms: Option<u64>,
+    limits: mcp_tasks_store::OwnerLimits,
+    priority: mcp_tasks_store::Priority,
+) -> (String, mcp_tasks_store::Created) {
     use mcp_tasks_store::{NewTask, new_task_id};
     let id = new_task_id();
     let job = job(owner, "deploy", serde_json::json!({"repo": "web"}));
@@ -61,6 +80,7 @@ pub(crate) async fn create_task(
             owner,
             limits,
             queue: QUEUE,
+            priority,
             job: &job,
             keyed: None,
         })

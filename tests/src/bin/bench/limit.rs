@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use mcp_tasks_store::{
-    Created, Finish, Job, NewTask, OwnerLimits, Start, Store, Write, keys, new_task_id,
+    Created, Finish, Job, NewTask, OwnerLimits, Start, Store, Write, new_task_id,
 };
 use mcp_tasks_tests::caps_tasks;
 use serde_json::{Value, json};
@@ -78,6 +78,7 @@ pub(crate) async fn redis_limit(
                         owner: "anonymous",
                         limits: OwnerLimits::default(),
                         queue: &queues[0],
+                        priority: mcp_tasks_store::Priority::Normal,
                         job: &job,
                         keyed: None,
                     })
@@ -142,7 +143,7 @@ pub(crate) async fn redis_limit(
     }
     let mut con = env.red.clone();
     let _: redis::RedisResult<i64> = redis::cmd("DEL")
-        .arg(keys::queue_key(&queue))
+        .arg(store.jobs().queue_streams(&queue))
         .query_async(&mut con)
         .await;
     let (a, b, n) = measured?;
