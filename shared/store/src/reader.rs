@@ -122,10 +122,7 @@ impl JobReader {
 
 /// The streams of `queues` in the order they are read, each with its queue: every queue's
 /// `high` stream (named by `stream`), then every `normal` one, then every `low` one.
-fn read_order(
-    queues: &[String],
-    stream: impl Fn(&str, Priority) -> String,
-) -> Vec<(String, &str)> {
+fn read_order(queues: &[String], stream: impl Fn(&str, Priority) -> String) -> Vec<(String, &str)> {
     Priority::ALL
         .into_iter()
         .flat_map(|p| queues.iter().map(move |q| (p, q)))
