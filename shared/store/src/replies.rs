@@ -126,6 +126,8 @@ fn created(items: &[String]) -> Result<Created, ParsingError> {
 pub(crate) enum Counted {
     /// The owner's counts took the task.
     Yes,
+    /// The task was counted before (a keyed call's retry): nothing was counted now.
+    Known,
     /// Refused by a limit.
     Refused(Created),
 }
@@ -133,10 +135,10 @@ pub(crate) enum Counted {
 impl FromRedisValue for Counted {
     fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
         let items = strings(v)?;
-        if items.first().is_some_and(|s| s == "limit") {
-            created(&items).map(Counted::Refused)
-        } else {
-            Ok(Counted::Yes)
+        match items.first().map(String::as_str) {
+            Some("limit") => created(&items).map(Counted::Refused),
+            Some("known") => Ok(Counted::Known),
+            _ => Ok(Counted::Yes),
         }
     }
 }

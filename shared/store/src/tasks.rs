@@ -102,9 +102,14 @@ impl Tasks<'_> {
         let key = self.store.layout.task_key(t.id, t.owner);
         let mut script = self.store.scripts.create.key(&key);
         let cluster = self.store.layout.is_cluster();
+        // In a cluster: whether the owner's limits counted this task now (and take it back
+        // if it is not made).
+        let mut counted = false;
         if cluster {
-            if let Some(refused) = self.count_limits_in_cluster(t, &ttl, minute).await? {
-                return Ok(refused);
+            match self.count_limits_in_cluster(t, &ttl, minute).await? {
+                Counted::Refused(refused) => return Ok(refused),
+                Counted::Known => {}
+                Counted::Yes => counted = true,
             }
             script.key(self.store.layout.task_stream(t.id, t.queue, t.priority));
         } else {
@@ -132,16 +137,17 @@ impl Tasks<'_> {
         let (reply, confirmed) = match self.store.acknowledged(&script, &key, "create").await {
             Ok(done) => done,
             Err(e) => {
-                if cluster {
-                    self.give_limits_back(t, minute).await;
+                if counted {
+                    self.give_limits_back(t, minute, true).await;
                 }
                 return Err(e);
             }
         };
         let created: Created = replies::read(reply)?;
-        if cluster && matches!(created, Created::Existing | Created::Conflict(_)) {
-            // Counted above for a task that was not made.
-            self.give_limits_back(t, minute).await;
+        if counted && matches!(created, Created::Existing | Created::Conflict(_)) {
+            // Counted above for a task that was not made; its id names the task that
+            // exists, which keeps its place among the unfinished.
+            self.give_limits_back(t, minute, false).await;
         }
         if t.keyed.is_some() && !confirmed {
             // Not cancelled, unlike an unkeyed create: the caller retries with its key and
@@ -161,15 +167,16 @@ impl Tasks<'_> {
 
     /// In a cluster the owner's limits live in their own slot: check and count them before
     /// the create (a create that then fails gives them back, [`Tasks::give_limits_back`]).
-    /// `Some` when a limit refused the create.
+    /// [`Counted::Known`] when the task's id is counted already (a keyed retry): then the
+    /// create script answers the task that exists.
     async fn count_limits_in_cluster(
         self,
         t: &NewTask<'_>,
         ttl: &str,
         minute: u64,
-    ) -> StoreResult<Option<Created>> {
+    ) -> StoreResult<Counted> {
         if t.limits.per_minute == 0 && t.limits.active == 0 {
-            return Ok(None);
+            return Ok(Counted::Known);
         }
         let mut con = self.store.con.clone();
         let reply: Vec<redis::Value> = self
@@ -184,20 +191,18 @@ impl Tasks<'_> {
             .arg(t.limits.active)
             .invoke_async(&mut con)
             .await?;
-        Ok(match replies::read(reply)? {
-            Counted::Refused(limited) => Some(limited),
-            Counted::Yes => None,
-        })
+        replies::read(reply)
     }
 
-    /// Take back what [`Tasks::count_limits_in_cluster`] counted for a create that failed,
-    /// so a failure is not a creation (best effort).
-    async fn give_limits_back(self, t: &NewTask<'_>, minute: u64) {
+    /// Take back what [`Tasks::count_limits_in_cluster`] counted for a create that made
+    /// nothing, so a failure is not a creation (best effort): the minute's count, and with
+    /// `unfinished` the id's place in the unfinished set.
+    async fn give_limits_back(self, t: &NewTask<'_>, minute: u64, unfinished: bool) {
         let mut undo = redis::pipe();
         if t.limits.per_minute > 0 {
             undo.decr(keys::rate_key(t.owner, minute), 1).ignore();
         }
-        if t.limits.active > 0 {
+        if unfinished && t.limits.active > 0 {
             undo.zrem(keys::active_key(t.owner), t.id).ignore();
         }
         let mut con = self.store.con.clone();

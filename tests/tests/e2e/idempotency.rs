@@ -263,3 +263,41 @@ async fn a_2025_synchronous_call_retried_in_a_new_session_answers_the_first_run(
     assert_eq!(s.runs(), ["s"], "the tool ran once");
     Ok(())
 }
+
+/// In Redis Cluster the owner's limits are counted before the create, in another slot: a
+/// keyed retry names a task already counted, so it is neither refused at the limit it
+/// holds a place under nor given back (which would free that place for another task).
+#[tokio::test(flavor = "multi_thread")]
+async fn keyed_retries_in_a_cluster_keep_the_owners_active_count() -> Result<()> {
+    let cluster = mcp_tasks_tests::RedisCluster::start(3)?;
+    let env = [
+        ("MCPT_QUEUE_SHARDS", "8".to_owned()),
+        ("MCPT_LIMIT_ACTIVE_TASKS", "2".to_owned()),
+    ];
+    let _worker = Worker::start(&cluster.url(), &env)?;
+    let gateway = Gateway::start(&cluster.url(), &env)?;
+    let client = gateway.client();
+    client.wait_for_tool("sleep").await?;
+    let (long, caps) = (json!({"ms": 60_000}), caps_tasks());
+    let keyed = || client.call_keyed("sleep", long.clone(), &caps, "nightly-1");
+
+    let first = task_id(&keyed().await?.body)?;
+    assert_eq!(
+        task_id(&keyed().await?.body)?,
+        first,
+        "the retry names the task"
+    );
+    client.start_task("sleep", long.clone()).await?;
+    // Two unfinished now, the limit: a retry still answers its task, a new call is refused.
+    assert_eq!(task_id(&keyed().await?.body)?, first, "retry at the limit");
+    let refused = client.call("sleep", long.clone(), &caps_tasks()).await?;
+    assert!(
+        refused.body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("MCPT_LIMIT_ACTIVE_TASKS"),
+        "a third unfinished task was let in: {}",
+        refused.body
+    );
+    Ok(())
+}
