@@ -6,7 +6,7 @@
 use maud::{DOCTYPE, Markup, html};
 use mcp_tasks_protocol::time::now_millis;
 use mcp_tasks_store::console::TaskDetail;
-use mcp_tasks_store::dead::DeadLetter;
+use mcp_tasks_store::dead::{DeadLetter, one_line};
 
 use super::api::{self, Filter};
 use super::chart;
@@ -274,17 +274,6 @@ pub(crate) fn tasks_main(view: &View, filter: &Filter) -> Markup {
 /// `GET /console/tasks`.
 pub(crate) fn tasks(view: &View, filter: &Filter, principal: Option<&str>) -> Markup {
     layout("Tasks", principal, tasks_main(view, filter))
-}
-
-/// The first line of `text`, at most `most` characters, with `…` where it was cut.
-fn one_line(text: &str, most: usize) -> String {
-    let line = text.lines().next().unwrap_or_default();
-    if line.chars().count() <= most && line.len() == text.len() {
-        return line.to_owned();
-    }
-    let mut cut: String = line.chars().take(most.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
 }
 
 /// One dead letter's row: its task (a link to the task's page), the error in a line (the

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use mcp_tasks_shared::protocol::time::{now_millis, rfc3339_millis};
-use mcp_tasks_store::dead::{DeadLetter, Redrive};
+use mcp_tasks_store::dead::{DeadLetter, Redrive, one_line};
 
 use super::Fail;
 use super::ops::{age, ask, connect, table};
@@ -55,9 +55,9 @@ pub(crate) async fn list(
                 rfc3339_millis(l.at_ms),
                 l.task_id.clone(),
                 l.tool.clone(),
-                clipped(&l.owner, 16),
+                one_line(&l.owner, 16),
                 l.attempts.to_string(),
-                clipped(&l.reason, 60),
+                one_line(&l.reason, 60),
                 l.redriven.clone().unwrap_or_else(|| "-".to_owned()),
             ]
         })
@@ -92,17 +92,6 @@ pub(crate) async fn redrive(url: &str, id: &str) -> Result<(), Fail> {
     }
 }
 
-/// `text` cut to `most` characters, with `…` where it was cut.
-fn clipped(text: &str, most: usize) -> String {
-    let line = text.lines().next().unwrap_or_default();
-    if line.chars().count() <= most && line.len() == text.len() {
-        return line.to_owned();
-    }
-    let mut cut: String = line.chars().take(most.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
-
 /// What an empty listing was filtered by, for its one line.
 fn filters_said(tool: Option<&str>, since: Option<Duration>) -> String {
     let mut said = String::new();
@@ -119,13 +108,6 @@ fn filters_said(tool: Option<&str>, since: Option<Duration>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_long_or_multi_line_error_is_clipped_to_its_first_line() {
-        assert_eq!(clipped("short", 10), "short");
-        assert_eq!(clipped("0123456789abc", 10), "012345678…");
-        assert_eq!(clipped("first\nsecond", 10), "first…");
-    }
 
     #[test]
     fn since_takes_a_positive_duration() {

@@ -183,6 +183,19 @@ impl Redrive {
     }
 }
 
+/// The first line of `text` (a letter's error, its owner), at most `most` characters,
+/// with `…` where it was cut: how `mcp-tasks dead` and the console show a row.
+#[must_use]
+pub fn one_line(text: &str, most: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    if line.chars().count() <= most && line.len() == text.len() {
+        return line.to_owned();
+    }
+    let mut cut: String = line.chars().take(most.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
 /// The id of the task a redrive of `task_id` makes: the same for every redrive of one
 /// letter (an idempotency key of its own), so a retried redrive makes no second task. It
 /// starts with a control character, which no client's key may hold (they are printable
@@ -372,6 +385,13 @@ impl DeadLetters<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_or_multi_line_text_is_clipped_to_its_first_line() {
+        assert_eq!(one_line("short", 10), "short");
+        assert_eq!(one_line("0123456789abc", 10), "012345678…");
+        assert_eq!(one_line("first\nsecond", 10), "first…");
+    }
     use mcp_tasks_protocol::tools::Tool;
 
     fn advert(name: &str, queue: &str, ttl_ms: u64, heartbeat_ms: i64) -> ToolAdvert {

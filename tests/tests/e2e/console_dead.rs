@@ -13,6 +13,7 @@ use mcp_tasks_tests::{Gateway, RedisServer, TempDir, Worker, write_catalog};
 use serde_json::{Value, json};
 
 use super::console::{button_form, console_env, get, post_form, post_json, send};
+use super::dead_letters::flaky_entry;
 
 const WITHIN: Duration = Duration::from_secs(20);
 
@@ -44,18 +45,7 @@ fn listed(dead: &Value) -> Vec<String> {
 #[tokio::test]
 async fn console_lists_dead_letters_and_redrives_one_once() -> Result<()> {
     let stamps = TempDir::new("mcpt-console-dead")?;
-    let catalog = write_catalog(&format!(
-        r#"
-        [[command]]
-        name = "flaky"
-        argv = ["sh", "-c", "echo \"$1\" >> \"$0/runs\"; echo \"broke on $1\"; exit 75", "{dir}", "{{key}}"]
-        input_schema = {{ type = "object", properties = {{ key = {{ type = "string" }} }}, required = ["key"] }}
-        retry = {{ attempts = 2, initial = "100ms", max = "100ms" }}
-        retry_on_exit = [75]
-        dead_letter_tool_errors = true
-        "#,
-        dir = stamps.path().display(),
-    ))?;
+    let catalog = write_catalog(&flaky_entry(stamps.path()))?;
     let redis = RedisServer::start()?;
     let mut worker = Worker::start(
         &redis.url(),

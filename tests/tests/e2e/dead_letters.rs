@@ -19,13 +19,11 @@ fn runs(dir: &std::path::Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// `flaky` fails twice (exit 75, retried once) and keeps its tool errors as dead letters;
-/// `quiet` fails too but keeps none (tool errors are not kept by default). `dead` lists the
-/// one, `redrive` runs it again once, however often it is asked.
-#[tokio::test]
-async fn a_failed_task_is_listed_and_redriven_once_with_its_arguments() -> Result<()> {
-    let stamps = TempDir::new("mcpt-dead")?;
-    let catalog = write_catalog(&format!(
+/// The catalog entry of `flaky`: each run appends its `key` to `DIR/runs`, prints
+/// `broke on KEY` and exits 75, which is retried once; its tool errors are kept as dead
+/// letters.
+pub(super) fn flaky_entry(dir: &std::path::Path) -> String {
+    format!(
         r#"
         [[command]]
         name = "flaky"
@@ -34,12 +32,24 @@ async fn a_failed_task_is_listed_and_redriven_once_with_its_arguments() -> Resul
         retry = {{ attempts = 2, initial = "100ms", max = "100ms" }}
         retry_on_exit = [75]
         dead_letter_tool_errors = true
+"#,
+        dir = dir.display()
+    )
+}
 
+/// `flaky` fails twice (exit 75, retried once) and keeps its tool errors as dead letters;
+/// `quiet` fails too but keeps none (tool errors are not kept by default). `dead` lists the
+/// one, `redrive` runs it again once, however often it is asked.
+#[tokio::test]
+async fn a_failed_task_is_listed_and_redriven_once_with_its_arguments() -> Result<()> {
+    let stamps = TempDir::new("mcpt-dead")?;
+    let catalog = write_catalog(&format!(
+        r#"{}
         [[command]]
         name = "quiet"
         argv = ["sh", "-c", "exit 1"]
         "#,
-        dir = stamps.path().display(),
+        flaky_entry(stamps.path())
     ))?;
     let redis = RedisServer::start()?;
     let _worker = Worker::start(

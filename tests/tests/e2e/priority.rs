@@ -11,12 +11,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use mcp_tasks_protocol::meta::PRIORITY_KEY as PRIORITY;
+use mcp_tasks_store::Priority;
+use mcp_tasks_store::keys::priority_queue_key;
 use mcp_tasks_tests::{
     ALICE_TOKEN, BOB_TOKEN, CatalogStack, Client, TempFile, TwoTokens, caps_tasks, poll_until,
 };
 use serde_json::{Value, json};
 
-const PRIORITY: &str = "io.github.mcp-tasks/priority";
 const WITHIN: Duration = Duration::from_secs(30);
 
 /// `note` (normal) and `vip` (high in the catalog): both wait for `gate`, then append
@@ -80,7 +82,11 @@ async fn first_job_taken(s: &CatalogStack) -> Result<()> {
     poll_until(WITHIN, || async {
         let pending = s
             .redis
-            .cli(&["XPENDING", "mcpt:queue:{default}", "workers"])
+            .cli(&[
+                "XPENDING",
+                &priority_queue_key("default", Priority::Normal),
+                "workers",
+            ])
             .ok()?;
         (pending.lines().next()? == "1").then_some(())
     })
@@ -164,15 +170,13 @@ async fn asking_for_a_priority_is_checked() -> Result<()> {
     task(&bob, "vip", "bob-vip", None).await?;
     task(&bob, "note", "bob-low", Some("low")).await?;
     task(&alice, "note", "alice-high", Some("high")).await?;
-    let len =
-        |stream: &str| -> Result<String> { Ok(s.redis.cli(&["XLEN", stream])?.trim().to_owned()) };
-    assert_eq!(len("mcpt:queue:{default}:high")?, "2");
-    assert_eq!(len("mcpt:queue:{default}:low")?, "1");
-    assert_eq!(
-        len("mcpt:queue:{default}")?,
-        "1",
-        "only the running first job"
-    );
+    let len = |p: Priority| -> Result<String> {
+        let stream = priority_queue_key("default", p);
+        Ok(s.redis.cli(&["XLEN", &stream])?.trim().to_owned())
+    };
+    assert_eq!(len(Priority::High)?, "2");
+    assert_eq!(len(Priority::Low)?, "1");
+    assert_eq!(len(Priority::Normal)?, "1", "only the running first job");
 
     std::fs::write(gate.path(), "")?;
     let lines = labels(out.path(), 4).await?;
